@@ -1,0 +1,213 @@
+"""Tile configs for the Triton twin, chosen by shape class (never by layer name).
+
+The card's levers are gfx950 ones (XCD swizzle, 4-wave t64x256x128, 8-wave cluster);
+this module carries their Hopper analogues, reasoned from the H200's limits:
+
+- **The promote sets the register budget.** Each 128-K step produces a fresh fp32
+  MMA partial that is scaled and added to the accumulator, so a thread holds *two*
+  fp32 tiles (accumulator + partial). A 128x128 tile needs 8 warps (two warpgroups,
+  64 + 64 fp32 registers per thread); with 4 warps it would need 256 and spill,
+  so 4 warps go with BLOCK_M=64. A 128x256 tile is done as two 128x128 halves
+  (``split_n=2``), each with its own scalar weight scale, so only one half's
+  partial is live at a time (128 + 64 registers).
+- **BLOCK_K = 128 always**: one MMA step per scale block, one promote per step.
+- **Wide-N (locality)**: the analogue of the card's XCD swizzle is the program
+  order. When A (M x K bytes) fits in L2, ``group_m`` covers every M tile, so all
+  programs that share a B panel run back to back and each B panel comes from HBM
+  once, while A stays resident.
+- **K-light (grid-saturated)**: a 6-step K loop cannot use a deep pipeline;
+  3 stages, and the card's wide-tile lever (``tile_n=256``) is a sweep axis.
+- **Narrow-N / deep-K**: the long K loop wants 4 stages; wide tiles (the card's
+  8-wave BLOCK_N=256) and BLOCK_M=64 (more CTAs per SM, promote of one CTA hidden
+  under another's MMA) are sweep axes.
+- TMA loads (tensor descriptors) on Hopper; pointer loads on AMD and in the
+  interpreter. ``num_stages`` is 2 on AMD (its stream pipeliner's sweet spot).
+
+:func:`pick_config` gives the default for a shape and says why; :func:`sweep_configs`
+lists the handful of configs the H200 bench tries before it verifies the best.
+This module imports neither torch nor triton.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+ShapeClass = Literal["wide_n", "k_light", "narrow_n_deep_k", "generic"]
+TwinPlatform = Literal["cuda", "rocm", "cpu"]
+
+SCALE_BLOCK = 128
+H200_SMS = 132
+H200_L2_BYTES = 60 * 2**20
+#: A (M x K fp8 bytes) must fit in this share of L2 for the all-M program order
+A_RESIDENT_FRACTION = 0.4
+WIDE_N_MIN = 16384
+K_LIGHT_MAX = 1024
+NARROW_N_MAX = 2048
+DEEP_K_MIN = 4096
+
+
+class TwinConfig(BaseModel):
+    """One launch configuration of ``blockscale_fp8_gemm_promote``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    block_m: Literal[64, 128]
+    block_n: Literal[64, 128] = 128  # width of one MMA/promote step (one weight-scale column block)
+    split_n: Literal[1, 2] = 1  # tile width = block_n * split_n
+    block_k: Literal[128] = 128
+    group_m: int = Field(8, ge=1, le=4096)
+    num_warps: Literal[4, 8] = 8
+    num_stages: int = Field(3, ge=1, le=6)
+    use_tma: bool = False
+    persistent: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> "TwinConfig":
+        if self.split_n == 2 and self.block_n != SCALE_BLOCK:
+            raise ValueError("split_n=2 needs block_n=128 so each half sits in one weight-scale block")
+        if self.block_m == 128 and self.num_warps == 4:
+            raise ValueError(
+                "block_m=128 with 4 warps holds two 128x128 fp32 tiles per warpgroup "
+                "(256 registers per thread) and spills; use 8 warps or block_m=64"
+            )
+        return self
+
+    @property
+    def tile_n(self) -> int:
+        return self.block_n * self.split_n
+
+    @property
+    def label(self) -> str:
+        parts = [f"m{self.block_m}n{self.tile_n}k{self.block_k}", f"w{self.num_warps}s{self.num_stages}", f"g{self.group_m}"]
+        if self.use_tma:
+            parts.append("tma")
+        if self.persistent:
+            parts.append("persistent")
+        return "_".join(parts)
+
+
+class ConfigChoice(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    config: TwinConfig
+    shape_class: ShapeClass
+    reason: str
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def classify_shape(m: int, n: int, k: int, num_sms: int = H200_SMS) -> tuple[ShapeClass, str]:
+    """The card's shape class of ``(M, N, K)`` and the measurable reason."""
+    tiles = _cdiv(m, 128) * _cdiv(n, 128)
+    if n >= WIDE_N_MIN:
+        return "wide_n", (
+            f"wide-N: N={n} >= {WIDE_N_MIN}; B is {n * k / 2**20:.0f} MiB and C {2 * m * n / 2**20:.0f} MiB, "
+            f"so B-panel reuse through L2 (program order) is the locality lever"
+        )
+    if k <= K_LIGHT_MAX and tiles >= 4 * num_sms:
+        return "k_light", (
+            f"K-light: K={k} (<= {K_LIGHT_MAX}, {k // 128} K steps) with {tiles} 128x128 tiles "
+            f"(>= 4 per SM on {num_sms} SMs): grid-saturated, the tile geometry is the lever"
+        )
+    if n <= NARROW_N_MAX and k >= DEEP_K_MIN:
+        return "narrow_n_deep_k", (
+            f"narrow-N/deep-K: N={n} <= {NARROW_N_MAX}, K={k} >= {DEEP_K_MIN}: long K loop over few "
+            f"output tiles ({tiles}), pipelining and latency hiding are the levers"
+        )
+    return "generic", "no shape class of the card matches; generic 128x128 tile"
+
+
+def _all_m_group(m: int, k: int, block_m: int, l2_bytes: int) -> int | None:
+    """group_m that sweeps every M tile per B panel, when A fits in L2; else None."""
+    if m * k <= A_RESIDENT_FRACTION * l2_bytes:
+        return _cdiv(m, block_m)
+    return None
+
+
+def pick_config(
+    m: int,
+    n: int,
+    k: int,
+    platform: TwinPlatform = "cuda",
+    num_sms: int = H200_SMS,
+    l2_bytes: int = H200_L2_BYTES,
+) -> ConfigChoice:
+    """Default config for ``(M, N, K)`` on ``platform``, with the shape class and why."""
+    if min(m, n, k) <= 0 or k % SCALE_BLOCK or n % SCALE_BLOCK:
+        raise ValueError(f"pick_config: need positive M and N, K multiples of {SCALE_BLOCK}; got {m}x{n}x{k}")
+    cls, why = classify_shape(m, n, k, num_sms)
+    block_m = 64 if m <= 64 else 128
+    warps = 4 if block_m == 64 else 8
+    tma = platform == "cuda"
+    notes = []
+    if cls == "wide_n":
+        group = _all_m_group(m, k, block_m, l2_bytes)
+        if group is None:
+            group = 8
+            notes.append(f"A ({m * k / 2**20:.0f} MiB) does not fit in L2: grouped order, group_m=8")
+        else:
+            notes.append(f"A ({m * k / 2**20:.1f} MiB) stays in L2: group_m={group} walks all M tiles per B panel")
+        cfg = dict(block_m=block_m, group_m=group, num_warps=warps, num_stages=4)
+    elif cls == "k_light":
+        cfg = dict(block_m=block_m, group_m=8, num_warps=warps, num_stages=3)
+        notes.append(f"{k // 128} K steps: 3 stages are enough to cover the loop")
+    elif cls == "narrow_n_deep_k":
+        cfg = dict(block_m=block_m, group_m=8, num_warps=warps, num_stages=4)
+        notes.append(f"{k // 128} K steps: 4-stage pipeline")
+    else:
+        cfg = dict(block_m=block_m, group_m=8, num_warps=warps, num_stages=4)
+    if platform == "rocm":
+        cfg.update(num_stages=2, num_warps=4 if block_m == 64 else 8)
+        notes.append("AMD: num_stages=2, pointer loads (untuned on gfx950; the FlyDSL arm is the tuned one)")
+    elif platform == "cpu":
+        notes.append("CPU: interpreter, pointer loads")
+    else:
+        notes.append("Hopper: TMA loads, two fp32 tiles per thread need 8 warps at BLOCK_M=128")
+    config = TwinConfig(**cfg, use_tma=tma)
+    return ConfigChoice(config=config, shape_class=cls, reason=f"{why}; " + "; ".join(notes))
+
+
+def sweep_configs(
+    m: int,
+    n: int,
+    k: int,
+    platform: TwinPlatform = "cuda",
+    num_sms: int = H200_SMS,
+    l2_bytes: int = H200_L2_BYTES,
+    limit: int | None = None,
+) -> list[TwinConfig]:
+    """The default config first, then a handful of alternatives for this shape class."""
+    choice = pick_config(m, n, k, platform, num_sms, l2_bytes)
+    base = choice.config
+    tma = base.use_tma
+    stages = base.num_stages
+    alts: list[dict] = [
+        dict(num_stages=3 if stages == 4 else 4),
+        dict(block_m=64, num_warps=4),  # two+ CTAs per SM: one's promote under another's MMA
+        dict(split_n=2, num_stages=3),  # 128x256 (the card's tile_n=256), halves promoted in turn
+        dict(block_m=64, num_warps=4, split_n=2, num_stages=4),  # the card's t64x256x128
+        dict(persistent=True),
+    ]
+    if tma:
+        alts.append(dict(use_tma=False))
+    if choice.shape_class == "wide_n":
+        alts.append(dict(group_m=8) if base.group_m != 8 else dict(group_m=_cdiv(m, base.block_m)))
+    if platform == "rocm":
+        alts = [a for a in alts if not a.get("use_tma")]
+    seen: set[str] = set()
+    out: list[TwinConfig] = []
+    for alt in [{}] + alts:
+        fields = base.model_dump() | alt
+        if fields["block_m"] == 64 and "group_m" not in alt and base.group_m > 8:
+            fields["group_m"] = _cdiv(m, 64)  # keep the all-M order when the tile shrinks
+        try:
+            cfg = TwinConfig(**fields)
+        except ValueError:
+            continue
+        if cfg.label not in seen:
+            seen.add(cfg.label)
+            out.append(cfg)
+    return out[:limit] if limit else out

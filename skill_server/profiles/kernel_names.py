@@ -1,0 +1,132 @@
+"""Kernel names: a readable short name for matching and display, the full one kept beside it.
+
+Profilers write C++ kernel names either demangled with every template argument
+(``void ck::kernel_gemm_xdl_cshuffle_v3_multi_d_blockscale_b_preshuffle<ck::Gridwise...>(...)``,
+often several kilobytes) or still mangled (hand-written assembly kernels, e.g.
+``_ZN5aiter43fp8gemm_bf16_blockscale_BpreShuffle_128x128E.kd``). The short name keeps the
+qualified function name and drops the return type, template arguments and parameters:
+``ck::kernel_gemm_xdl_cshuffle_v3_multi_d_blockscale_b_preshuffle``. Names that are not
+C++ (Triton, FlyDSL) pass through unchanged.
+"""
+from __future__ import annotations
+
+MAX_SHORT_NAME = 160
+_OPEN = {"<": ">", "(": ")", "[": "]"}
+_CLOSE = {v: k for k, v in _OPEN.items()}
+
+
+def _parse_source_names(s: str, i: int) -> tuple[list[str], int] | None:
+    """Itanium ``<source-name>``s (``<len><id>``) from ``s[i:]``; stops at the first non-digit."""
+    parts: list[str] = []
+    while i < len(s) and s[i].isdigit():
+        j = i
+        while j < len(s) and s[j].isdigit():
+            j += 1
+        n = int(s[i:j])
+        if n <= 0 or j + n > len(s):
+            return None
+        parts.append(s[j:j + n])
+        i = j + n
+    return (parts, i) if parts else None
+
+
+def demangle(name: str) -> str:
+    """Demangle the simple Itanium names kernels use (``_Z`` + plain or nested source names).
+
+    Gives the qualified function name without parameters (``aiter::fp8gemm_...``). Anything
+    richer (templates, substitutions, operators) is returned unchanged: the profilers
+    already demangle those, and a half-demangled name would be worse than the raw one."""
+    base = name.split(".", 1)[0]  # ".kd" (kernel descriptor) and similar clone suffixes
+    if not base.startswith("_Z") or len(base) < 4:
+        return name
+    s = base[2:]
+    if s[0] == "N":
+        got = _parse_source_names(s, 1)
+        if got is None or got[1] >= len(s) or s[got[1]] != "E":
+            return name
+        return "::".join(got[0])
+    got = _parse_source_names(s, 0)
+    if got is None or len(got[0]) != 1 or s[got[1]:got[1] + 1] == "I":
+        return name
+    return got[0][0]
+
+
+def _mangled_prefix(name: str) -> str | None:
+    """The leading qualified name of a mangled name even when templates follow it."""
+    base = name.split(".", 1)[0]
+    if not base.startswith("_Z") or len(base) < 4:
+        return None
+    s = base[2:]
+    got = _parse_source_names(s, 1 if s[0] == "N" else 0)
+    return "::".join(got[0]) if got else None
+
+
+def _strip_bracketed(text: str, opener: str) -> str:
+    """Remove every top-level ``<...>`` (or ``(...)``) group; unbalanced text is kept as is."""
+    out: list[str] = []
+    depth = 0
+    for ch in text:
+        if ch == opener:
+            depth += 1
+            continue
+        if depth and ch == _OPEN[opener]:
+            depth -= 1
+            continue
+        if depth == 0:
+            out.append(ch)
+    return text if depth else "".join(out)
+
+
+def _cut_parameters(text: str) -> str:
+    """Drop a trailing ``(...)`` parameter list, matching brackets from the end."""
+    t = text.rstrip()
+    for qualifier in (" const", " volatile"):
+        if t.endswith(qualifier):
+            t = t[: -len(qualifier)].rstrip()
+    if not t.endswith(")"):
+        return t
+    depth = 0
+    for i in range(len(t) - 1, -1, -1):
+        ch = t[i]
+        if ch in _CLOSE:
+            depth += 1
+        elif ch in _OPEN:
+            depth -= 1
+            if depth == 0:
+                head = t[:i].rstrip()
+                # "(anonymous namespace)" or a bare "(...)" is not a parameter list
+                return head if head and not head.endswith("::") else t
+    return t
+
+
+def _after_return_type(text: str) -> str:
+    """Drop a leading return type: the part before the last space outside brackets."""
+    depth = 0
+    cut = -1
+    for i, ch in enumerate(text):
+        if ch in _OPEN:
+            depth += 1
+        elif ch in _CLOSE:
+            depth = max(0, depth - 1)
+        elif ch == " " and depth == 0:
+            cut = i
+    return text[cut + 1:] if cut >= 0 else text
+
+
+def short_name(name: str) -> str:
+    """A short, readable kernel name (see the module docstring); never empty."""
+    raw = name.strip()
+    if not raw:
+        return name
+    prefix = _mangled_prefix(raw)
+    if prefix:
+        text = prefix
+    else:
+        text = _cut_parameters(raw)
+        text = _strip_bracketed(text, "<")
+        text = _after_return_type(text.strip()).strip()
+    if not text:
+        text = raw
+    if len(text) > MAX_SHORT_NAME:
+        text = text[: MAX_SHORT_NAME - 3] + "..."
+    return text

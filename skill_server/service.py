@@ -1,0 +1,254 @@
+"""The service layer: every behaviour the adapters (MCP tools, CLI) expose lives here once.
+
+Adapters only translate arguments and results; they hold no logic.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from . import DEFAULT_SKILLS_DIR
+from .cards import CardProblem, ParsedCard, RecipeRow
+from .catalog import Catalog, CatalogHolder
+from .hotspot import GemmShape, Hotspot
+from .matching import MatchResult, match_hotspot, target_compute_units
+from .shapes import ShapeSelection, select_shape_class
+from .vocabulary import VocabularyError, vocabulary
+
+MAX_PAGE = 200
+
+
+class ServiceError(ValueError):
+    """A request the service cannot serve; the message says what to change."""
+
+
+# ------------------------------------------------------------------------- models
+class SkillSummary(BaseModel):
+    id: str
+    title: str
+    operators: list[str]
+    gens: list[str]
+    dtypes: list[str]
+    regimes: list[str]
+    scale_formats: list[str] | None
+    validation_status: str
+    last_verified: str
+    validation_date: str | None
+    shape_classes: list[str] = Field(default_factory=list)
+
+
+class SkillList(BaseModel):
+    skills: list[SkillSummary]
+    total: int = Field(description="cards matching the filters")
+    next_cursor: str | None = Field(None, description="pass as cursor for the next page; null on the last page")
+    catalog_problems: int = Field(0, description="cards left out of the catalog for errors (see `skill-server lint`)")
+
+
+class RecipeView(BaseModel):
+    card_id: str
+    title: str
+    mode: Literal["summary", "section", "full"]
+    shape: str | None = None
+    shape_class: ShapeSelection | None = None
+    recipe: RecipeRow | None = None
+    summary: dict[str, str] = Field(default_factory=dict, description="section title -> text, most actionable first")
+    section: str | None = None
+    text: str | None = None
+    available_sections: list[str] = Field(default_factory=list)
+    artifacts: list[str] = Field(default_factory=list)
+    validation_status: str
+    last_verified: str
+
+
+class ProfileHotspotMatch(BaseModel):
+    rank: int
+    op_name: str
+    pct_gpu: float | None
+    calls: int | None = None
+    total_time_ns: float | None = None
+    result: MatchResult
+
+
+class ProfileMatchResult(BaseModel):
+    format: str
+    total_gpu_time_ns: float | None
+    hotspots: list[ProfileHotspotMatch]
+    notes: list[str] = Field(default_factory=list)
+
+
+class ReloadResult(BaseModel):
+    cards: int
+    problems: list[str]
+
+
+# The summary shows these sections first (a heading matches when it starts with the key).
+SUMMARY_SECTIONS = ("When to use", "Procedure", "Knobs & pitfalls", "Do-no-harm notes")
+SECTION_ALIASES = {"pitfalls": "Knobs & pitfalls", "knobs": "Knobs & pitfalls", "do-no-harm": "Do-no-harm notes",
+                   "recipes": "Per-shape recipes", "diagnosis": "Bottleneck diagnosis"}
+SUMMARY_CHARS = 2400
+
+
+class SkillService:
+    def __init__(self, skills_dir: Path | str | None = None, check_interval: float = 1.0):
+        skills_dir = Path(skills_dir or os.environ.get("SKILL_SERVER_SKILLS_DIR") or DEFAULT_SKILLS_DIR)
+        self.skills_dir = skills_dir
+        self._holder = CatalogHolder(skills_dir, check_interval=check_interval)
+
+    # -- catalog -----------------------------------------------------------------
+    @property
+    def catalog(self) -> Catalog:
+        return self._holder.current()
+
+    def reload(self) -> ReloadResult:
+        cat = self._holder.reload()
+        return ReloadResult(cards=len(cat.cards), problems=[str(p) for p in cat.problems])
+
+    def card(self, card_id: str) -> ParsedCard:
+        try:
+            return self.catalog.get(card_id)
+        except KeyError as exc:
+            raise ServiceError(exc.args[0]) from None
+
+    # -- list ----------------------------------------------------------------------
+    def list_skills(self, gen: str | None = None, operator: str | None = None, dtype: str | None = None,
+                    cursor: str | None = None, limit: int = 50) -> SkillList:
+        vocab = vocabulary()
+        try:
+            gen_n = vocab.generation(gen) if gen else None
+            dtype_n = vocab.dtype(dtype) if dtype else None
+        except VocabularyError as exc:
+            raise ServiceError(str(exc)) from None
+        if not 1 <= limit <= MAX_PAGE:
+            raise ServiceError(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
+        try:
+            offset = int(cursor) if cursor else 0
+            if offset < 0:
+                raise ValueError
+        except ValueError:
+            raise ServiceError(f"invalid cursor {cursor!r}: pass the next_cursor of a previous page") from None
+        cat = self.catalog
+        rows = []
+        for cid in sorted(cat.cards):
+            c = cat.cards[cid].card
+            if gen_n and not _norm_in(gen_n, c.match.gens, vocab.generation):
+                continue
+            if dtype_n and not _norm_in(dtype_n, c.match.dtypes, vocab.dtype):
+                continue
+            if operator and operator.lower() not in [o.lower() for o in c.match.operator]:
+                continue
+            rows.append(_summary(cat.cards[cid]))
+        page = rows[offset : offset + limit]
+        nxt = str(offset + limit) if offset + limit < len(rows) else None
+        return SkillList(skills=page, total=len(rows), next_cursor=nxt, catalog_problems=len(cat.problems))
+
+    # -- match ---------------------------------------------------------------------
+    def match_skill(self, hotspot: Hotspot) -> MatchResult:
+        from .matching import MatchInputError
+
+        try:
+            return match_hotspot(hotspot, self.catalog.index)
+        except MatchInputError as exc:
+            raise ServiceError(str(exc)) from None
+
+    def match_profile(self, path: str | None = None, content: str | None = None, format: str | None = None,
+                      gen: str | None = None, dtype: str | None = None, scale_format: str | None = None,
+                      regime: Literal["prefill", "decode"] | None = None, top: int = 20,
+                      min_pct: float = 0.0) -> ProfileMatchResult:
+        from .profiles import ProfileError, load_profile
+
+        if (path is None) == (content is None):
+            raise ServiceError("give exactly one of path (a file on the server's machine) or content (the file's text)")
+        try:
+            summary = load_profile(path=path, content=content, format=format, top=top, min_pct=min_pct)
+        except ProfileError as exc:
+            raise ServiceError(str(exc)) from None
+        out = []
+        for rank, ph in enumerate(summary.hotspots, start=1):
+            hs = ph.hotspot
+            update = {k: v for k, v in (("gen", gen), ("dtype", dtype), ("scale_format", scale_format), ("regime", regime))
+                      if v is not None and getattr(hs, k) is None}
+            result = self.match_skill(hs.model_copy(update=update))
+            out.append(ProfileHotspotMatch(rank=rank, op_name=hs.op_name, pct_gpu=hs.pct_gpu,
+                                           calls=getattr(ph, "calls", None),
+                                           total_time_ns=getattr(ph, "total_ns", getattr(ph, "total_time_ns", None)),
+                                           result=result))
+        return ProfileMatchResult(format=summary.format, total_gpu_time_ns=summary.total_gpu_time_ns, hotspots=out)
+
+    # -- recipe --------------------------------------------------------------------
+    def get_recipe(self, card_id: str, shape: GemmShape | str | None = None, section: str | None = None,
+                   full: bool = False) -> RecipeView:
+        parsed = self.card(card_id)  # never substitutes another card
+        card = parsed.card
+        base = dict(card_id=card.id, title=card.title, available_sections=list(parsed.sections),
+                    artifacts=sorted(p.name for p in parsed.folder.glob("*.yaml")),
+                    validation_status=card.validation.status, last_verified=card.validation.last_verified)
+        if full:
+            return RecipeView(mode="full", text=parsed.path.read_text(encoding="utf-8"), **base)
+        if section:
+            name = _find_section(parsed, section)
+            return RecipeView(mode="section", section=name, text=parsed.sections[name], **base)
+        selection = None
+        shape_text = None
+        if shape is not None:
+            gs = _parse_gemm_shape(shape)
+            shape_text = str(gs)
+            selection = select_shape_class(card.shape_classes, gs.M, gs.N, gs.K, target_compute_units(card, vocabulary()))
+        summary: dict[str, str] = {}
+        for key in SUMMARY_SECTIONS:
+            name = next((s for s in parsed.sections if s.lower().startswith(key.lower())), None)
+            if name:
+                text = parsed.sections[name]
+                summary[name] = text if len(text) <= SUMMARY_CHARS else text[:SUMMARY_CHARS].rsplit("\n", 1)[0] + \
+                    f"\n[... {len(text) - SUMMARY_CHARS} more characters: ask for section={name!r}]"
+        return RecipeView(mode="summary", shape=shape_text, shape_class=selection,
+                          recipe=selection.recipe if selection else None, summary=summary, **base)
+
+    # -- lint ----------------------------------------------------------------------
+    def lint(self) -> list[CardProblem]:
+        from .lint import lint_catalog
+
+        return lint_catalog(Catalog.load(self.skills_dir))
+
+
+def _norm_in(value: str, allowed: list[str], fn) -> bool:
+    for a in allowed:
+        try:
+            if a == "*" or fn(a) == value:
+                return True
+        except VocabularyError:
+            continue
+    return False
+
+
+def _summary(parsed: ParsedCard) -> SkillSummary:
+    c = parsed.card
+    d = c.validation.latest_date
+    return SkillSummary(id=c.id, title=c.title, operators=c.match.operator, gens=c.match.gens, dtypes=c.match.dtypes,
+                        regimes=list(c.match.regimes), scale_formats=c.match.scale_formats,
+                        validation_status=c.validation.status, last_verified=c.validation.last_verified,
+                        validation_date=d.isoformat() if d else None,
+                        shape_classes=[s.id for s in c.shape_classes])
+
+
+def _find_section(parsed: ParsedCard, wanted: str) -> str:
+    key = SECTION_ALIASES.get(wanted.strip().lower(), wanted).strip().lower()
+    for name in parsed.sections:
+        if name.lower() == key or name.lower().startswith(key):
+            return name
+    raise ServiceError(f"card {parsed.card.id!r} has no section {wanted!r}; sections: {list(parsed.sections)}")
+
+
+def _parse_gemm_shape(shape: GemmShape | str) -> GemmShape:
+    if isinstance(shape, GemmShape):
+        return shape
+    import re
+
+    parts = re.split(r"[xX×,\s]+", shape.strip())
+    try:
+        M, N, K = (int(p) for p in parts)
+        return GemmShape(M=M, N=N, K=K)
+    except ValueError:
+        raise ServiceError(f"shape {shape!r}: expected MxNxK with three positive integers, e.g. 4096x2048x7168") from None

@@ -1,0 +1,113 @@
+"""What a kernel folder declares for the static gfx950 gates.
+
+A kernel folder with FlyDSL kernels exposes ``kernels/<folder>/gfx950_targets.py``::
+
+    from verifiers.gfx950 import CompileTarget, GateSpec
+
+    def _make_t64():
+        from skill_kernels.<folder>.flydsl_gemm import compile_args   # heavy imports inside
+        return compile_args(tile_m=64, ...)        # -> (flyc.jit function, placeholder args)
+
+    TARGETS = [CompileTarget(name="t64x256x128_wpe2", make=_make_t64,
+                             gates=GateSpec(...), description="card config, wide-N")]
+    NEGATIVE_TARGETS = [...]  # optional: deliberately wrong variants; each must fail its gates
+
+``make`` runs in the compile subprocess with the compile-only environment already set
+(ARCH/FLYDSL_GPU_ARCH=gfx950, COMPILE_ONLY=1, ROCM_PATH with ld.lld): it imports flydsl
+and torch itself and returns ``(jit_fn, args)`` such that ``flyc.compile(jit_fn, *args)``
+traces and compiles without launching. Placeholder args are CPU torch tensors of the right
+dtype and size (small shapes are fine when the kernel's code does not depend on them) and
+Python constants for the compile-time knobs.
+
+The module-level declarations must stay cheap: importing ``gfx950_targets`` must not import
+torch or flydsl.
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from verifiers.gfx950.gates import GateSpec
+
+
+@dataclass(frozen=True)
+class CompileTarget:
+    """One FlyDSL compile for gfx950 and the static claims its ISA must satisfy.
+
+    name: unique within the folder (TARGETS and NEGATIVE_TARGETS together); used on the
+      CLI (``--target NAME``) and in the cache key.
+    make: zero-arg callable, run in the compile subprocess, returning
+      ``(flyc.jit function, placeholder args for flyc.compile)``.
+    gates: the GateSpec the compiled kernel(s) must pass.
+    description: one line for reports: which card config / regime this is.
+    config: the compile knobs (tile, waves_per_eu, xcd_swizzle, ...) as plain JSON-able
+      values; shown in reports and part of the cache key.
+    sources: extra files (paths relative to the repo root) whose content must invalidate the
+      cache, beyond the folder's own ``*.py`` and ``kernels/fp8_common/*.py`` (always hashed).
+    expect_fail: for NEGATIVE_TARGETS only: the gate names that must FAIL (e.g.
+      ``("scaled_mfma",)`` or ``("scratch",)``). A negative target "holds" when every gate
+      named here fails; empty means "at least one gate fails".
+    """
+
+    name: str
+    make: Callable[[], tuple[Callable[..., Any], tuple[Any, ...]]]
+    gates: GateSpec
+    description: str = ""
+    config: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    sources: tuple[str, ...] = ()
+    expect_fail: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FolderTargets:
+    """The targets one kernel folder declares."""
+
+    folder: str
+    targets: tuple[CompileTarget, ...]
+    negative: tuple[CompileTarget, ...]
+
+    def all(self) -> tuple[CompileTarget, ...]:
+        return self.targets + self.negative
+
+    def get(self, name: str) -> tuple[CompileTarget, bool]:
+        """Return ``(target, is_negative)``; raise KeyError listing the valid names."""
+        for t in self.targets:
+            if t.name == name:
+                return t, False
+        for t in self.negative:
+            if t.name == name:
+                return t, True
+        names = [t.name for t in self.all()]
+        raise KeyError(f"kernels/{self.folder}/gfx950_targets.py has no target {name!r}; available: {names}")
+
+
+class NoTargetsError(LookupError):
+    """The folder has no ``gfx950_targets.py`` (i.e. no FlyDSL kernels to gate)."""
+
+
+def load_targets(folder: str) -> FolderTargets:
+    """Import ``skill_kernels.<folder>.gfx950_targets`` and validate its declarations."""
+    module_name = f"skill_kernels.{folder}.gfx950_targets"
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name in (module_name, f"skill_kernels.{folder}"):
+            raise NoTargetsError(
+                f"kernels/{folder}/gfx950_targets.py not found: the folder declares no gfx950 compile targets"
+            ) from None
+        raise
+    targets = tuple(getattr(module, "TARGETS", ()))
+    negative = tuple(getattr(module, "NEGATIVE_TARGETS", ()))
+    seen: set[str] = set()
+    for t in targets + negative:
+        if not isinstance(t, CompileTarget):
+            raise TypeError(f"kernels/{folder}/gfx950_targets.py: {t!r} is not a CompileTarget")
+        if t.name in seen:
+            raise ValueError(f"kernels/{folder}/gfx950_targets.py: duplicate target name {t.name!r}")
+        seen.add(t.name)
+    if not targets:
+        raise ValueError(f"kernels/{folder}/gfx950_targets.py: TARGETS is empty")
+    return FolderTargets(folder=folder, targets=targets, negative=negative)

@@ -1,0 +1,258 @@
+"""The problem protocol: what a card's ``verifier`` binding points at.
+
+A card names a problem (``verifier.problem: <folder>``); the problem lives beside the
+card's kernels as ``kernels/<folder>/problem.py`` and exposes ``PROBLEM: Problem``.
+The problem owns everything that is specific to one operator: how to draw inputs for a
+shape and seed (in the layouts the card prescribes), the immutable oracle, the parity
+rule, the arms it can run per platform, the runtime signatures of each arm, and the
+kernels that make up the scored segment. The verifier owns everything generic.
+
+The candidate contract (also what every arm's builder follows)::
+
+    def build(inputs: dict[str, Tensor], outputs: dict[str, Tensor]) -> Callable[[], None]
+
+``build`` receives the problem's input tensors and preallocated output tensors, does all
+compilation and preparation once (untimed), and returns a zero-argument ``launch``
+callable (timed) that writes every output in place on the current stream. ``launch``
+must not allocate its outputs anew, must not modify the inputs, and must leave no work
+outside the current stream.
+
+This module imports nothing heavy: torch is only named in type hints.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+Tensors = dict[str, "torch.Tensor"]
+Launch = Callable[[], None]
+Builder = Callable[[Tensors, Tensors], Launch]
+Dims = dict[str, int]
+
+PLATFORMS = ("cuda", "rocm", "cpu")
+
+
+@dataclass(frozen=True)
+class ParitySpec:
+    """How candidate outputs are compared with the oracle.
+
+    strict: every compared output must satisfy allclose(rtol, atol) with at most
+      ``max_mismatch`` elements out of tolerance (0 by default), plus the cosine and
+      relative-L2 floors when given. NaN/Inf always fails.
+    relaxed: the candidate is compared with the oracle like the baseline arm is, and
+      must stay within bounds *relative to the baseline arm's own figures*
+      (``max_cosine_drop``, ``max_rel_l2_ratio``, ``max_abs_ratio``) and within the
+      absolute bounds when given (``min_cosine``, ``max_rel_l2``, ``max_abs``).
+    """
+
+    mode: Literal["strict", "relaxed"]
+    rtol: float = 1e-2
+    atol: float = 1e-2
+    max_mismatch: int = 0
+    min_cosine: float | None = None
+    max_rel_l2: float | None = None
+    max_abs: float | None = None
+    # relaxed mode, relative to the baseline arm (both measured against the oracle)
+    max_cosine_drop: float | None = None
+    max_rel_l2_ratio: float | None = None
+    max_abs_ratio: float | None = None
+    seeds: tuple[int, ...] = (0, 1, 2, 3)
+    # the oracle output must have at least this spread (std) or the check is
+    # meaningless (degenerate outputs sit inside atol)
+    min_oracle_std: float = 1e-6
+    # two runs of the same arm on the same inputs must agree bitwise unless the problem
+    # declares a tolerance here (kernels with nondeterministic atomics / split-K)
+    determinism_atol: float = 0.0
+    determinism_rtol: float = 0.0
+
+
+@dataclass(frozen=True)
+class SignatureSpec:
+    """Runtime signature of one arm, read off the profiled device kernels.
+
+    ``required``: regexes that must each match at least one kernel name.
+    ``forbidden``: regexes that must match no kernel name.
+    ``launches_per_iter``: expected number of kernel launches per call (None: any).
+    """
+
+    required: tuple[str, ...] = ()
+    forbidden: tuple[str, ...] = ()
+    launches_per_iter: int | None = None
+
+
+@dataclass(frozen=True)
+class ArmSpec:
+    """One runnable implementation of the problem.
+
+    ``build`` is ``"module:function"``; a bare module name is resolved inside the
+    problem's own package (``skill_kernels.<folder>.<module>``), a dotted one as is.
+    A builder callable is accepted too (problems loaded from a file path, tests).
+    ``platforms``: where it can run (subset of cuda, rocm, cpu).
+    """
+
+    name: str
+    build: str | Builder
+    role: Literal["baseline", "reference", "ablation"]
+    description: str
+    platforms: tuple[str, ...] = PLATFORMS
+    signature: SignatureSpec = field(default_factory=SignatureSpec)
+
+
+@dataclass(frozen=True)
+class SegmentSpec:
+    """The kernels that make up the scored segment.
+
+    ``kernels``: regexes naming each kernel the segment must contain (e.g. the stage-2
+    GEMM and the top-k reduce). The segment score is the sum of *all* device kernels
+    in the timed window except the flush; a declared filter that misses a kernel the
+    trace shows is a failure.
+    """
+
+    kernels: tuple[str, ...] = ()
+    flush_pattern: str = r"flush|fill_|FillFunctor|memset"
+
+
+@dataclass(frozen=True)
+class Problem:
+    card_id: str
+    name: str
+    dim_names: tuple[str, ...]
+    shapes: tuple[Mapping[str, int], ...]
+    make_inputs: Callable[[Dims, int, Any], Tensors]
+    make_outputs: Callable[[Dims, Any], Tensors]
+    oracle: Callable[[Tensors, Dims], Tensors]
+    parity: ParitySpec
+    arms: Mapping[str, ArmSpec]
+    segment: SegmentSpec = field(default_factory=SegmentSpec)
+    # named input perturbations for parity (e.g. scales x3, x0.01, sign flip); each
+    # returns new tensors and must keep the inputs valid for the problem
+    perturbations: Mapping[str, Callable[[Tensors], Tensors]] = field(default_factory=dict)
+    # physical bounds used to flag impossible speedups
+    flops: Callable[[Dims], float] | None = None
+    min_bytes: Callable[[Dims], float] | None = None
+    # smallest shapes that still exercise every code path, for CPU tests
+    smoke_shapes: tuple[Mapping[str, int], ...] = ()
+    # runtime signature a candidate rewrite must show (e.g. the optimised kernel's name);
+    # the verifier also forbids the baseline arm's required kernels in the candidate
+    candidate_signature: SignatureSpec = field(default_factory=SignatureSpec)
+    # shapes checked for parity but never shown to the candidate author
+    hidden_shapes: tuple[Mapping[str, int], ...] = ()
+    # inputs that ``build`` may preprocess (e.g. pre-shuffled weights): the timing
+    # stage changes the values of every *other* input in place between rounds and
+    # re-checks the outputs, so ``launch`` must read those at call time
+    static_inputs: tuple[str, ...] = ()
+
+    def parse_shape(self, text: str) -> Dims:
+        """Parse ``MxNxK`` (positional over ``dim_names``) or ``name=v,name=v``."""
+        return parse_shape(text, self.dim_names)
+
+    def arm(self, name: str) -> ArmSpec:
+        try:
+            return self.arms[name]
+        except KeyError:
+            raise KeyError(
+                f"problem {self.name!r} has no arm {name!r}; available: {sorted(self.arms)}"
+            ) from None
+
+    def resolve_builder(self, spec: str | Builder) -> Builder:
+        """Import ``module:function``; bare modules resolve inside this problem's package."""
+        if callable(spec):
+            return spec
+        return resolve_callable(spec, package=f"skill_kernels.{self.name}")
+
+
+def parse_shape(text: str, dim_names: tuple[str, ...]) -> Dims:
+    text = text.strip()
+    if "=" in text:
+        dims: Dims = {}
+        for part in re.split(r"[,\s]+", text):
+            if not part:
+                continue
+            key, _, value = part.partition("=")
+            if key not in dim_names:
+                raise ValueError(f"shape {text!r}: unknown dimension {key!r}; expected {dim_names}")
+            dims[key] = _positive_int(value, key, text)
+        missing = [d for d in dim_names if d not in dims]
+        if missing:
+            raise ValueError(f"shape {text!r}: missing {missing}; expected all of {dim_names}")
+        return dims
+    parts = re.split(r"[xX×]", text)
+    if len(parts) != len(dim_names):
+        raise ValueError(
+            f"shape {text!r}: expected {len(dim_names)} values {'x'.join(dim_names)}"
+        )
+    return {name: _positive_int(v, name, text) for name, v in zip(dim_names, parts)}
+
+
+def _positive_int(value: str, name: str, text: str) -> int:
+    try:
+        v = int(value)
+    except ValueError:
+        raise ValueError(f"shape {text!r}: {name}={value!r} is not an integer") from None
+    if v <= 0:
+        raise ValueError(f"shape {text!r}: {name} must be positive, got {v}")
+    return v
+
+
+def resolve_callable(spec: str, package: str | None = None) -> Callable[..., Any]:
+    module_name, sep, func_name = spec.partition(":")
+    if not sep or not module_name or not func_name:
+        raise ValueError(f"{spec!r}: expected 'module:function'")
+    if "." not in module_name and package:
+        module_name = f"{package}.{module_name}"
+    module = importlib.import_module(module_name)
+    try:
+        return getattr(module, func_name)
+    except AttributeError:
+        raise AttributeError(f"{module_name} has no attribute {func_name!r} (from {spec!r})") from None
+
+
+def is_problem_path(name: str) -> bool:
+    """A problem given as a file (``path/to/problem.py``) rather than a kernels folder name."""
+    return name.endswith(".py") or "/" in name or os.sep in name
+
+
+def load_problem(name: str) -> Problem:
+    """Load ``kernels/<name>/problem.py`` (or a problem file path) and return its ``PROBLEM``."""
+    if is_problem_path(name):
+        return _load_problem_file(Path(name))
+    module = importlib.import_module(f"skill_kernels.{name}.problem")
+    problem = getattr(module, "PROBLEM", None)
+    if not isinstance(problem, Problem):
+        raise TypeError(f"kernels/{name}/problem.py must define PROBLEM: verifiers.problem.Problem")
+    return problem
+
+
+def _load_problem_file(path: Path) -> Problem:
+    path = path.expanduser().resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"problem file {path} does not exist")
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
+    module_name = f"_verifier_problem_{path.stem}_{digest}"
+    module = sys.modules.get(module_name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import problem file {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module  # dataclasses and pickling look modules up by name
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[module_name]
+            raise
+    problem = getattr(module, "PROBLEM", None)
+    if not isinstance(problem, Problem):
+        raise TypeError(f"{path} must define PROBLEM: verifiers.problem.Problem")
+    return problem

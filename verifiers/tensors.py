@@ -1,0 +1,141 @@
+"""Tensor guards for the candidate contract: plain tensors, cloning, poisoning, bitwise checks.
+
+Everything here works on any device; nothing here knows about problems or arms.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+Tensors = dict[str, "torch.Tensor"]
+
+# Poison values per run: a float output is NaN-filled (no correct output contains NaN);
+# integer and bool outputs get a different sentinel in each run, so an element still
+# holding run 1's sentinel *and* run 2's sentinel was never written.
+POISON_RUNS = (0, 1)
+
+
+def plain_tensor_problem(value: Any, where: str, device: "torch.device | None" = None) -> str | None:
+    """Why ``value`` is not a plain ``torch.Tensor`` with real storage, or None if it is."""
+    import torch
+
+    if type(value) is not torch.Tensor:
+        return f"{where}: expected a plain torch.Tensor, got {type(value).__module__}.{type(value).__qualname__}"
+    if value.is_meta:
+        return f"{where}: is a meta tensor (no storage)"
+    if value.layout is not torch.strided:
+        return f"{where}: layout {value.layout} is not strided"
+    if device is not None and value.device.type != device.type:
+        return f"{where}: on {value.device}, expected {device.type}"
+    if value.numel() > 0:
+        try:
+            storage = value.untyped_storage()
+        except Exception as exc:  # functional / fake tensors raise here
+            return f"{where}: has no real storage ({exc})"
+        if storage.data_ptr() == 0:
+            return f"{where}: storage pointer is null"
+        needed = (value.storage_offset() + _span(value)) * value.element_size()
+        if storage.nbytes() < needed:
+            return f"{where}: storage holds {storage.nbytes()} bytes, view needs {needed}"
+    return None
+
+
+def _span(t: "torch.Tensor") -> int:
+    if t.numel() == 0:
+        return 0
+    return 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+
+
+def check_plain(tensors: Mapping[str, Any], what: str, device: "torch.device | None" = None) -> list[str]:
+    problems = []
+    for name, value in tensors.items():
+        reason = plain_tensor_problem(value, f"{what}[{name!r}]", device)
+        if reason:
+            problems.append(reason)
+    return problems
+
+
+def clone_tensors(tensors: Mapping[str, "torch.Tensor"]) -> Tensors:
+    """Independent copies that keep dtype, shape and strides (own storage each)."""
+    return {name: t.detach().clone() for name, t in tensors.items()}
+
+
+def copy_into(dst: Mapping[str, "torch.Tensor"], src: Mapping[str, "torch.Tensor"], names: list[str] | None = None) -> None:
+    """Overwrite ``dst`` values in place (same pointers) with ``src`` values."""
+    for name in names if names is not None else list(dst):
+        dst[name].copy_(src[name])
+
+
+def _bytes(t: "torch.Tensor") -> "torch.Tensor":
+    import torch
+
+    flat = t.detach().contiguous().reshape(-1)
+    if flat.dtype is torch.bool:
+        return flat.view(torch.uint8)
+    return flat.view(torch.uint8)
+
+
+def bitwise_equal(a: "torch.Tensor", b: "torch.Tensor") -> bool:
+    """True when shape, dtype and every byte agree (NaN payloads included)."""
+    import torch
+
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.numel() == 0:
+        return True
+    return bool(torch.equal(_bytes(a), _bytes(b.to(a.device))))
+
+
+def changed_tensors(current: Mapping[str, "torch.Tensor"], pristine: Mapping[str, "torch.Tensor"]) -> list[str]:
+    """Names whose bytes differ from the pristine copy."""
+    return [name for name, t in pristine.items() if not bitwise_equal(current[name], t)]
+
+
+def poison(outputs: Mapping[str, "torch.Tensor"], run: int) -> None:
+    """Fill every output with the poison of run ``run`` (0 or 1)."""
+    import torch
+
+    for t in outputs.values():
+        if t.dtype.is_floating_point or t.dtype.is_complex:
+            t.fill_(float("nan"))
+        elif t.dtype is torch.bool:
+            t.fill_(run == 0)
+        else:
+            info = torch.iinfo(t.dtype)
+            t.fill_(info.min if run == 0 else info.max)
+
+
+def poison_value(t: "torch.Tensor", run: int) -> float | int | bool | None:
+    """The sentinel ``poison`` writes into an integer/bool tensor in run ``run`` (None for floats)."""
+    import torch
+
+    if t.dtype.is_floating_point or t.dtype.is_complex:
+        return None
+    if t.dtype is torch.bool:
+        return run == 0
+    info = torch.iinfo(t.dtype)
+    return info.min if run == 0 else info.max
+
+
+def count_nan(t: "torch.Tensor") -> int:
+    import torch
+
+    if not (t.dtype.is_floating_point or t.dtype.is_complex):
+        return 0
+    wide = t.to(torch.complex128 if t.dtype.is_complex else torch.float64)
+    return int(torch.isnan(wide).sum().item())
+
+
+def count_unwritten_pair(first: "torch.Tensor", second: "torch.Tensor") -> int:
+    """Integer/bool outputs: elements that held run 0's sentinel in run 0 and run 1's in run 1."""
+    s0, s1 = poison_value(first, 0), poison_value(second, 1)
+    if s0 is None or s1 is None:
+        return 0
+    return int(((first == s0) & (second == s1)).sum().item())
+
+
+def describe(t: "torch.Tensor") -> str:
+    return f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')} on {t.device}"
