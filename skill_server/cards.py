@@ -10,12 +10,14 @@ prerequisites, the verifier binding and recorded reviews. Predicates are data
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from datetime import date
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from .shapes import METRICS, TILE_METRICS, ShapeSelection
 
@@ -27,7 +29,11 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def _check_regex(pattern: str) -> str:
+def _check_regex(pattern: str, info: ValidationInfo | None = None) -> str:
+    # Cards re-read from the catalog cache were compiled when first parsed; skip the
+    # (costly) compile for them.
+    if info is not None and info.context and info.context.get("trusted"):
+        return pattern
     try:
         re.compile(pattern)
     except re.error as exc:
@@ -42,8 +48,8 @@ class ProfileSignature(_Strict):
 
     @field_validator("op_name_regex")
     @classmethod
-    def _regex(cls, v: str) -> str:
-        return _check_regex(v)
+    def _regex(cls, v: str, info: ValidationInfo) -> str:
+        return _check_regex(v, info)
 
 
 class Predicate(_Strict):
@@ -91,8 +97,8 @@ class EvidenceRequirement(_Strict):
     """Evidence a card needs before it may match, e.g. the MoE stage.
 
     The value comes from the hotspot field ``field`` when stated, else from the names in
-    ``infer_from`` (each value's regex searched in them). One inferred value: known.
-    Several: ambiguous. None with sources present: ``absent_means``. No sources: missing.
+    ``infer_from``, in that priority order (the first source that reveals a value
+    decides). One inferred value: known. Several from one source: ambiguous. None with sources present: ``absent_means``. No sources: missing.
     Missing or ambiguous evidence triggers ``when_missing`` (abstain by default).
     """
 
@@ -109,9 +115,9 @@ class EvidenceRequirement(_Strict):
 
     @field_validator("values")
     @classmethod
-    def _regexes(cls, v: dict[str, str]) -> dict[str, str]:
+    def _regexes(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
         for pattern in v.values():
-            _check_regex(pattern)
+            _check_regex(pattern, info)
         return v
 
     @model_validator(mode="after")
@@ -257,8 +263,8 @@ class ArmSignature(_Strict):
 
     @field_validator("required", "forbidden")
     @classmethod
-    def _regexes(cls, v: list[str]) -> list[str]:
-        return [_check_regex(p) for p in v]
+    def _regexes(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        return [_check_regex(p, info) for p in v]
 
 
 class VerifierBinding(_Strict):
@@ -320,26 +326,28 @@ class CardParseError(Exception):
         super().__init__("; ".join(str(p) for p in problems))
 
 
-class ParsedCard(BaseModel):
+@dataclass
+class ParsedCard:
     """A card as loaded from disk: validated front matter plus the markdown body."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     card: Card
     path: Path
     body: str
     body_start_line: int
-    sections: dict[str, str]
-    fm_line: int = Field(exclude=True)
-    fm_text: str = Field(exclude=True, repr=False)
-
-    def line_of(self, *loc: Any) -> int | None:
-        """File line of a front-matter field path, e.g. line_of('match', 'gens')."""
-        return line_for(yaml_field_lines(self.fm_text, self.fm_line), loc)
+    fm_line: int
+    fm_text: str = field(repr=False)
 
     @property
     def folder(self) -> Path:
         return self.path.parent
+
+    @cached_property
+    def sections(self) -> dict[str, str]:
+        return parse_sections(self.body)
+
+    def line_of(self, *loc: Any) -> int | None:
+        """File line of a front-matter field path, e.g. line_of('match', 'gens')."""
+        return line_for(yaml_field_lines(self.fm_text, self.fm_line), loc)
 
 
 def split_front_matter(text: str, file: str) -> tuple[str, int, str, int]:
@@ -468,7 +476,6 @@ def parse_card_text(text: str, file: str) -> ParsedCard:
         path=Path(file),
         body=body,
         body_start_line=body_line,
-        sections=parse_sections(body),
         fm_line=fm_line,
         fm_text=fm_text,
     )

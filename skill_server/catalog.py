@@ -7,12 +7,19 @@ they started with and none is dropped.
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cards import CardParseError, CardProblem, ParsedCard, parse_card_file
+from pydantic import TypeAdapter, ValidationError
+
+from . import REPO_ROOT
+from .cards import Card, CardParseError, CardProblem, ParsedCard, parse_card_file
 from .matching import CardIndex
 
 CARD_FILE = "SKILL.md"
@@ -41,19 +48,25 @@ class Catalog:
     fingerprint: tuple[tuple[str, int, int], ...] = field(repr=False)
 
     @classmethod
-    def load(cls, skills_dir: Path) -> "Catalog":
+    def load(cls, skills_dir: Path, use_cache: bool = True) -> "Catalog":
         skills_dir = Path(skills_dir)
         fp = fingerprint(skills_dir)
         cards: dict[str, ParsedCard] = {}
         problems: list[CardProblem] = []
         if not skills_dir.is_dir():
             problems.append(CardProblem(file=str(skills_dir), message="skills folder does not exist"))
+        cache = ParseCache(skills_dir) if use_cache else None
+        cached = cache.load() if cache else {}
+        fresh: dict[str, ParsedCard] = {}
         for card_file in sorted(skills_dir.glob(f"*/{CARD_FILE}")):
-            try:
-                parsed = parse_card_file(card_file)
-            except CardParseError as exc:
-                problems += exc.problems
-                continue
+            parsed = cached.get(str(card_file))
+            if parsed is None:
+                try:
+                    parsed = parse_card_file(card_file)
+                except CardParseError as exc:
+                    problems += exc.problems
+                    continue
+                fresh[str(card_file)] = parsed
             cid = parsed.card.id
             if cid in cards:
                 problems.append(CardProblem(
@@ -61,6 +74,8 @@ class Catalog:
                     message=f"duplicate card id {cid!r}, also in {cards[cid].path}; the first one is kept"))
                 continue
             cards[cid] = parsed
+        if cache is not None and (fresh or len(cached) != len(cards)):
+            cache.save(list(cards.values()))
         index = CardIndex(p.card for p in cards.values())
         return cls(skills_dir, cards, problems, index, time.time(), fp)
 
@@ -70,6 +85,66 @@ class Catalog:
         except KeyError:
             known = ", ".join(sorted(self.cards)) or "none"
             raise KeyError(f"unknown card {card_id!r}; known cards: {known}") from None
+
+
+class ParseCache:
+    """Validated cards kept as JSON between runs, keyed by file path, mtime and size.
+
+    Parsing YAML in Python costs milliseconds per card; re-validating cached JSON costs
+    a fraction of that (regexes were checked when first parsed, so they are not
+    recompiled). A card whose file changed is parsed again; a stale or unreadable
+    cache is ignored, never trusted.
+    """
+
+    _cards = TypeAdapter(list[Card])
+
+    def __init__(self, skills_dir: Path):
+        base = Path(os.environ.get("SKILL_SERVER_CACHE") or REPO_ROOT / ".cache")
+        key = hashlib.sha1(str(skills_dir.resolve()).encode()).hexdigest()[:12]
+        self.path = base / "catalog" / f"{key}.json"
+        schema_src = (Path(__file__).with_name("cards.py")).read_bytes()
+        self.version = hashlib.sha1(schema_src).hexdigest()[:16]
+
+    def load(self) -> dict[str, ParsedCard]:
+        try:
+            data = json.loads(self.path.read_text())
+            if data.get("version") != self.version:
+                return {}
+            files = data["files"]
+            cards = self._cards.validate_python(data["cards"], context={"trusted": True})
+        except (OSError, ValueError, KeyError, TypeError, ValidationError):
+            return {}
+        out: dict[str, ParsedCard] = {}
+        for meta, card in zip(files, cards):
+            path = Path(meta["path"])
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            if (st.st_mtime_ns, st.st_size) != (meta["mtime_ns"], meta["size"]):
+                continue
+            out[meta["path"]] = ParsedCard(card=card, path=path, body=meta["body"], body_start_line=meta["body_line"],
+                                           fm_line=meta["fm_line"], fm_text=meta["fm_text"])
+        return out
+
+    def save(self, parsed: list[ParsedCard]) -> None:
+        files, cards = [], []
+        for p in parsed:
+            try:
+                st = p.path.stat()
+            except OSError:
+                continue
+            files.append({"path": str(p.path), "mtime_ns": st.st_mtime_ns, "size": st.st_size, "body": p.body,
+                          "body_line": p.body_start_line, "fm_line": p.fm_line, "fm_text": p.fm_text})
+            cards.append(p.card.model_dump(mode="json", exclude_unset=True))
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".catalog-")
+            with os.fdopen(fd, "w") as fh:
+                json.dump({"version": self.version, "files": files, "cards": cards}, fh)
+            os.replace(tmp, self.path)  # readers see the old or the new cache, never half
+        except OSError:
+            pass  # a read-only cache location only costs speed
 
 
 class CatalogHolder:

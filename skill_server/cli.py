@@ -9,6 +9,8 @@ import sys
 
 COMMAND_MODULES = (
     "skill_server.cli_catalog",
+    "skill_server.cli_serve",
+    "skill_server.cli_ledger",
 )
 
 

@@ -26,7 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("match-profile", help="rank a profiler file's hotspots and match each")
     p.add_argument("file", help="rocprofv3 kernel trace / kernel_stats CSV, or torch.profiler trace JSON (.gz ok); - for stdin")
-    p.add_argument("--format", choices=["rocprof_trace", "rocprof_stats", "torch_trace"], help="override detection")
+    p.add_argument("--format", choices=["rocprofv3_kernel_trace", "rocprofv3_kernel_stats", "torch_trace"],
+                   help="override detection")
+    p.add_argument("--max-bytes", type=int, help="refuse larger inputs (default 512 MiB or $SKILL_SERVER_PROFILE_MAX_BYTES)")
     p.add_argument("--gen")
     p.add_argument("--dtype")
     p.add_argument("--scale-format")
@@ -115,7 +117,7 @@ def render_match(result, indent: str = "") -> str:
 def cmd_match_profile(args) -> int:
     svc = service_from(args)
     kwargs = dict(format=args.format, gen=args.gen, dtype=args.dtype, scale_format=args.scale_format,
-                  regime=args.regime, top=args.top, min_pct=args.min_pct)
+                  regime=args.regime, top=args.top, min_pct=args.min_pct, max_bytes=args.max_bytes)
     if args.file == "-":
         result = svc.match_profile(content=sys.stdin.read(), **kwargs)
     else:
@@ -126,7 +128,7 @@ def cmd_match_profile(args) -> int:
     print(f"format: {result.format}; {len(result.hotspots)} hotspots")
     for h in result.hotspots:
         pct = f"{h.pct_gpu:.1f}%" if h.pct_gpu is not None else "?"
-        print(f"#{h.rank} {pct:>6}  {h.op_name}")
+        print(f"#{h.rank} {pct:>6}  {h.op_name}" + (f"  [{h.shape}]" if h.shape else ""))
         print(render_match(h.result, indent="    "))
     return EXIT_OK
 

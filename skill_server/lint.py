@@ -10,13 +10,18 @@ from .shapes import select_shape_class
 from .vocabulary import vocabulary
 
 REQUIRED_SECTIONS = ("When to use", "Procedure", "Do-no-harm notes")
+TODO_MESSAGE = "TODO placeholder(s)"
 
 
 def lint_catalog(catalog: Catalog) -> list[CardProblem]:
+    from .overlap import catalog_overlap_problems
+
     problems = list(catalog.problems)
     repo_root = catalog.skills_dir.resolve().parent
     for parsed in catalog.cards.values():
         problems += lint_card(parsed, repo_root, catalog)
+    # match spaces: duplicates are errors, overlaps warnings (skill_server/overlap.py)
+    problems += catalog_overlap_problems(catalog.cards)
     return problems
 
 
@@ -81,6 +86,11 @@ def lint_card(parsed: ParsedCard, repo_root: Path, catalog: Catalog | None = Non
         if not any(s.lower().startswith(name.lower()) for s in parsed.sections):
             out.append(CardProblem(file=file, line=parsed.body_start_line, field="body",
                                    message=f"missing section '## {name}'", severity="warning"))
+    todos = parsed.fm_text.count("TODO") + parsed.body.count("TODO")
+    if todos:
+        out.append(CardProblem(file=file, line=parsed.fm_line, field=None, severity="warning",
+                               message=f"{todos} {TODO_MESSAGE}: a drafted card; a person replaces each before "
+                                       "the status moves past experimental"))
     if catalog is not None:
         for i, sup in enumerate(card.supersedes):
             if sup not in catalog.cards:

@@ -17,7 +17,9 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from .cards import Card, EvidenceRequirement, RecipeRow
+from .claims import Reverification
 from .hotspot import Hotspot
+from .regex_literals import required_literals
 from .shapes import ShapeSelection, check_constraints, select_shape_class
 from .vocabulary import Vocabulary, VocabularyError, vocabulary
 
@@ -82,6 +84,8 @@ class CardMatch(BaseModel):
     expectations: Expectations
     validation: ValidationInfo
     caveats: list[str] = Field(default_factory=list)
+    reverification: Reverification | None = Field(
+        None, description="latest re-verification per platform (joined from the results ledger by the service)")
 
 
 class Abstention(BaseModel):
@@ -144,73 +148,70 @@ def normalise(hotspot: Hotspot, vocab: Vocabulary | None = None) -> tuple[Hotspo
 
 
 # -------------------------------------------------------------------------- index
-def _required_literals(pattern: str) -> list[str] | None:
-    """One literal (>= 3 chars, lower-case) that each top-level alternative needs, or
-    None when some alternative has none (then the card is always regex-checked)."""
-    try:
-        import re._parser as sre_parse  # type: ignore[import-not-found]
-    except ImportError:  # pragma: no cover - older Pythons
-        import sre_parse  # type: ignore[no-redef]
-    try:
-        parsed = sre_parse.parse(pattern)
-    except re.error:
-        return None
-    branches = [list(parsed)]
-    if len(parsed) == 1 and parsed[0][0] == sre_parse.BRANCH:
-        branches = [list(b) for b in parsed[0][1][1]]
-    literals = []
-    for branch in branches:
-        best, run = "", ""
-        for op, arg in branch:
-            if op == sre_parse.LITERAL:
-                run += chr(arg)
-            else:
-                best, run = max(best, run, key=len), ""
-        best = max(best, run, key=len)
-        if len(best) < 3:
-            return None
-        literals.append(best.lower())
-    return literals
-
-
 class CardIndex:
-    """Finds the cards worth evaluating for an op name without scanning them all:
-    cards whose op regex matches (via a trigram index on the literals each regex
-    needs), plus regex-less cards whose operator classes the hotspot may belong to."""
+    """Finds the cards worth evaluating for an op name without scanning them all.
+
+    Each op-name regex is reduced (``regex_literals``) to the literal fragments every
+    match needs, per top-level alternative. A query looks up each substring of the
+    lower-cased name whose length is one of the indexed literal lengths in a dict,
+    checks the alternative's other fragments with ``in``, and only then runs the regex
+    (compiled lazily, once). Regexes without indexable literals are always run.
+    Regex-less cards are found through the operator classes the hotspot may belong to.
+    """
 
     def __init__(self, cards: Iterable[Card]):
         self.cards: list[Card] = list(cards)
-        self.regex: dict[str, re.Pattern[str]] = {}
-        self._by_trigram: dict[str, list[tuple[str, str]]] = defaultdict(list)  # trigram -> (literal, pattern)
+        self._compiled: dict[str, re.Pattern[str]] = {}
+        self._branches: dict[str, list[list[str]]] = {}
+        self._by_literal: dict[str, list[str]] = defaultdict(list)  # index literal -> patterns
+        self._lengths: list[int] = []
         self._always: list[str] = []
         self._cards_by_pattern: dict[str, list[int]] = defaultdict(list)
         self._regexless_by_operator: dict[str, list[int]] = defaultdict(list)
+        lengths: set[int] = set()
         for i, card in enumerate(self.cards):
             pattern = card.match.profile_signature.op_name_regex
             if not pattern:
                 for op in card.match.operator:
                     self._regexless_by_operator[op.lower()].append(i)
                 continue
-            if pattern not in self.regex:
-                self.regex[pattern] = re.compile(pattern, re.IGNORECASE)
-                literals = _required_literals(pattern)
-                if literals is None:
+            if pattern not in self._cards_by_pattern:
+                branches = required_literals(pattern)
+                if branches is None:
                     self._always.append(pattern)
                 else:
-                    for lit in set(literals):
-                        self._by_trigram[lit[:3]].append((lit, pattern))
+                    self._branches[pattern] = branches
+                    for lits in branches:
+                        key = max(lits, key=len)
+                        self._by_literal[key].append(pattern)
+                        lengths.add(len(key))
             self._cards_by_pattern[pattern].append(i)
+        self._lengths = sorted(lengths)
+
+    def regex(self, pattern: str) -> re.Pattern[str]:
+        rx = self._compiled.get(pattern)
+        if rx is None:
+            rx = self._compiled[pattern] = re.compile(pattern, re.IGNORECASE)
+        return rx
 
     def candidates(self, op_name: str, operators: Iterable[str]) -> list[int]:
         lname = op_name.lower()
         patterns: set[str] = set(self._always)
-        for j in range(len(lname) - 2):
-            for lit, pattern in self._by_trigram.get(lname[j : j + 3], ()):
-                if pattern not in patterns and lit in lname:
-                    patterns.add(pattern)
+        by_literal, n = self._by_literal, len(lname)
+        for length in self._lengths:
+            if length > n:
+                break
+            for j in range(n - length + 1):
+                hits = by_literal.get(lname[j : j + length])
+                if hits:
+                    for pattern in hits:
+                        if pattern not in patterns and any(
+                            all(lit in lname for lit in lits) for lits in self._branches[pattern]
+                        ):
+                            patterns.add(pattern)
         found: set[int] = set()
         for pattern in patterns:
-            if self.regex[pattern].search(op_name):
+            if self.regex(pattern).search(op_name):
                 found.update(self._cards_by_pattern[pattern])
         for op in operators:
             found.update(self._regexless_by_operator.get(op, ()))
@@ -235,12 +236,15 @@ def _evidence(req: EvidenceRequirement, hotspot: Hotspot) -> tuple[Status, str]:
         value = getattr(hotspot, req.field)
         source = f"hotspot.{req.field}={value!r}"
     else:
+        # sources in priority order: the op name (the hotspot itself) speaks before its neighbours
         names: list[str] = []
-        if "op_name" in req.infer_from:
-            names.append(hotspot.op_name)
-        if "segment_kernels" in req.infer_from:
-            names += hotspot.segment_kernels
-        found = sorted({v for v, rx in req.values.items() for n in names if re.search(rx, n, re.IGNORECASE)})
+        found: list[str] = []
+        for src in req.infer_from:
+            src_names = [hotspot.op_name] if src == "op_name" else list(hotspot.segment_kernels)
+            names += src_names
+            found = sorted({v for v, rx in req.values.items() for n in src_names if re.search(rx, n, re.IGNORECASE)})
+            if found:
+                break
         if len(found) > 1:
             return "unknown", f"{req.about}: ambiguous, names suggest {found} ({_names(names)})"
         if not found:
@@ -280,7 +284,7 @@ def evaluate_card(card: Card, hotspot: Hotspot, index: CardIndex | None = None, 
 
     # op name ---------------------------------------------------------------------
     pattern = m.profile_signature.op_name_regex
-    rx = (index.regex.get(pattern) if index else None) or (re.compile(pattern, re.IGNORECASE) if pattern else None)
+    rx = (index.regex(pattern) if index else re.compile(pattern, re.IGNORECASE)) if pattern else None
     if rx is not None:
         hit = rx.search(hotspot.op_name)
         add("op_name", "matched" if hit else "failed",

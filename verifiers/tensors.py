@@ -70,23 +70,35 @@ def copy_into(dst: Mapping[str, "torch.Tensor"], src: Mapping[str, "torch.Tensor
 
 
 def _bytes(t: "torch.Tensor") -> "torch.Tensor":
+    """The raw bytes of ``t`` as a flat uint8 tensor."""
     import torch
 
-    flat = t.detach().contiguous().reshape(-1)
-    if flat.dtype is torch.bool:
-        return flat.view(torch.uint8)
-    return flat.view(torch.uint8)
+    return t.detach().contiguous().reshape(-1).view(torch.uint8)
+
+
+_INT_VIEWS = ((8, "int64"), (4, "int32"), (2, "int16"), (1, "uint8"))
+
+
+def _words(t: "torch.Tensor") -> "torch.Tensor":
+    """The raw bytes of ``t`` viewed as the widest integer type that divides them
+    (comparing uint8 element by element is ~1000x slower on CPU)."""
+    import torch
+
+    raw = _bytes(t)
+    for size, name in _INT_VIEWS:
+        if raw.numel() % size == 0:
+            return raw.view(getattr(torch, name))
+    return raw  # pragma: no cover
 
 
 def bitwise_equal(a: "torch.Tensor", b: "torch.Tensor") -> bool:
     """True when shape, dtype and every byte agree (NaN payloads included)."""
-    import torch
-
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     if a.numel() == 0:
         return True
-    return bool(torch.equal(_bytes(a), _bytes(b.to(a.device))))
+    wa, wb = _words(a), _words(b.to(a.device))
+    return not bool((wa != wb).any().item())
 
 
 def changed_tensors(current: Mapping[str, "torch.Tensor"], pristine: Mapping[str, "torch.Tensor"]) -> list[str]:

@@ -9,7 +9,8 @@ on B, the call measured in ``notes/h200-measurements.md``. What cuBLAS wants:
   the ``[N/128, K/128]`` scales padded along K/128 to a multiple of 4, then ``.t()``.
   Without the pad K=768 (6 blocks) is refused ("scale_b must have shape 8 x 56").
 
-Everything is prepared in ``build``; ``launch`` is one library call that writes ``c``
+Everything is prepared in ``build`` (the pad copies ``b_scale`` once: it is one of the
+problem's ``static_inputs``, fixed like the weights it scales); ``launch`` is one library call that writes ``c``
 in place through the ``out=`` overload of ``aten._scaled_mm_v2`` when this torch has
 it (checked bitwise against ``F.scaled_mm`` once, in build), else ``F.scaled_mm``
 followed by a copy (``launch.variant`` says which). Requirements reported upstream:

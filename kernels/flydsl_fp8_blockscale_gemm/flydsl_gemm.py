@@ -52,7 +52,13 @@ FLYDSL_VERSION = "0.5.0"
 SCALE_BLOCK = 128
 NUM_WAVES = 4
 NUM_XCDS = 8  # MI355X
-MAX_M = 1 << 20  # static extent of the A / C views; the runtime M bounds the buffers
+MAX_M = 1 << 20  # cap on the static row extent of the A / C views
+
+
+def max_rows(N: int, K: int) -> int:
+    """Static row extent of the A [rows, K] and C [rows, N] views: every view and buffer
+    stays below 2 GiB (32-bit offsets); the runtime M bounds the descriptors."""
+    return min(MAX_M, (2**31 - 1) // K, (2**31 - 1) // (2 * N)) // 256 * 256
 
 
 @dataclass(frozen=True)
@@ -136,8 +142,11 @@ def check_shapes(M: int, N: int, K: int, cfg: BlockscaleConfig = CARD_CONFIG) ->
         raise ValueError(f"K={K} must be a multiple of {SCALE_BLOCK} (the scale block)")
     if N % cfg.tile_n:
         raise ValueError(f"N={N} must be a multiple of tile_n={cfg.tile_n} (no N tail handling in this core)")
-    if M > MAX_M:
-        raise ValueError(f"M={M} exceeds the kernel's static row extent {MAX_M}")
+    if M > max_rows(N, K):
+        raise ValueError(
+            f"M={M} exceeds {max_rows(N, K)} rows: this core addresses A [M, K={K}] and C [M, N={N}] with "
+            "32-bit offsets (< 2 GiB each); split M"
+        )
     if cfg.a_scale_vec4 and M % 4:
         raise ValueError(f"M={M} is not a multiple of 4: compile with a_scale_vec4=False")
     # buffer descriptors and i32 offsets: every operand must stay below 2 GiB
@@ -188,6 +197,7 @@ def _build_launcher(N: int, K: int, cfg: BlockscaleConfig):  # noqa: C901 - one 
     hw_b_scale = cfg.scale_mode == "hw_b_scale"
     xcd_group = cfg.xcd_swizzle
     a_vec4 = cfg.a_scale_vec4
+    rows = max_rows(N, K)
 
     total_threads = NUM_WAVES * 64
     m_repeat = tile_m // 16  # 16-row MFMA tiles per wave
@@ -405,7 +415,7 @@ def _build_launcher(N: int, K: int, cfg: BlockscaleConfig):  # noqa: C901 - one 
         if const_expr(use_async):
             dma_atom = fx.make_copy_atom(fx.rocdl.BufferCopyLDS128b(), 128)
             gA_bytes = fx.rocdl.make_buffer_tensor(
-                fx.Tensor(fx.make_view(fx.recast_iter(Int8, fx.get_iter(arg_a)), fx.make_layout(MAX_M * K, 1))),
+                fx.Tensor(fx.make_view(fx.recast_iter(Int8, fx.get_iter(arg_a)), fx.make_layout(rows * K, 1))),
                 max_size=False,
                 num_records_bytes=m_bytes * fx.Int64(K),
             )
@@ -513,8 +523,8 @@ def _build_launcher(N: int, K: int, cfg: BlockscaleConfig):  # noqa: C901 - one 
                 fx.make_layout(((16, N // 16), (16, 4, K // 64)), ((16, 16 * K), (1, 256, 1024))),
             )
         )
-        a_2d = fx.Tensor(fx.make_view(fx.get_iter(arg_a), fx.make_layout((MAX_M, K), (K, 1))))
-        c_2d = fx.Tensor(fx.make_view(fx.get_iter(arg_c), fx.make_layout((MAX_M, N), (N, 1))))
+        a_2d = fx.Tensor(fx.make_view(fx.get_iter(arg_a), fx.make_layout((rows, K), (K, 1))))
+        c_2d = fx.Tensor(fx.make_view(fx.get_iter(arg_c), fx.make_layout((rows, N), (N, 1))))
         grid_m = (i32_m + (tile_m - 1)) // tile_m
         kernel_blockscale_gemm(
             c_2d,
@@ -558,8 +568,10 @@ def compile_args(M: int, N: int, K: int, cfg: BlockscaleConfig = CARD_CONFIG) ->
 def config_for(M: int, N: int, K: int, **overrides: Any) -> BlockscaleConfig:
     """The card's 4-wave config for this shape: t64x256x128 wpe2, async copy, xcd8
     (the validated wide-N winner; non-load-bearing but harmless on K-light shapes).
+    ``tile_n`` drops to 128 (the card's other swept value) when N is not a multiple of 256;
     ``a_scale_vec4`` follows ``M % 4``. Overrides take any BlockscaleConfig field."""
-    cfg = replace(CARD_CONFIG_XCD8, a_scale_vec4=(M % 4 == 0))
+    tile_n = 256 if N % 256 == 0 else SCALE_BLOCK
+    cfg = replace(CARD_CONFIG_XCD8, tile_n=tile_n, a_scale_vec4=(M % 4 == 0))
     return replace(cfg, **overrides) if overrides else cfg
 
 

@@ -23,7 +23,6 @@ Layout notes:
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -61,7 +60,7 @@ def _promote_tile(
     M, N, num_kb, stride_am, stride_bn, stride_cm,
     pid_m, pid_n,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    SPLIT_N: tl.constexpr, USE_TMA: tl.constexpr, NUM_STAGES: tl.constexpr,
+    SPLIT_N: tl.constexpr, USE_TMA: tl.constexpr, NUM_STAGES: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
 ):
     off_m = pid_m * BLOCK_M
     off_n0 = pid_n * (BLOCK_N * SPLIT_N)
@@ -81,7 +80,7 @@ def _promote_tile(
 
     acc0 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc1 = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for kb in tl.range(0, num_kb, num_stages=NUM_STAGES):
+    for kb in tl.range(0, num_kb, num_stages=NUM_STAGES, warp_specialize=WARP_SPECIALIZE):
         if USE_TMA:
             a = a_src.load([off_m, kb * BLOCK_K])
             b0 = b_src.load([off_n0, kb * BLOCK_K]).T
@@ -124,8 +123,8 @@ def blockscale_fp8_gemm_promote(
     M, N, K, stride_am, stride_bn, stride_cm,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_N: tl.constexpr, GROUP_M: tl.constexpr,
-    USE_TMA: tl.constexpr, PERSISTENT: tl.constexpr, NUM_PROGS: tl.constexpr,
-    NUM_STAGES: tl.constexpr,
+    USE_TMA: tl.constexpr, PERSISTENT: tl.constexpr, FLATTEN: tl.constexpr, NUM_PROGS: tl.constexpr,
+    NUM_STAGES: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
 ):
     """fp8 A[M,K] x fp8 B[N,K]^T with per-(row, 128-K) and per-(128x128) fp32 scales -> bf16 C.
 
@@ -135,18 +134,16 @@ def blockscale_fp8_gemm_promote(
     num_pid_n = tl.cdiv(N, BLOCK_N * SPLIT_N)
     num_kb = K // BLOCK_K
     if PERSISTENT:
-        for tile_id in tl.range(tl.program_id(0), num_pid_m * num_pid_n, NUM_PROGS):
+        for tile_id in tl.range(tl.program_id(0), num_pid_m * num_pid_n, NUM_PROGS, flatten=FLATTEN):
             pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
             _promote_tile(a_src, b_src, c_dst, as_t_ptr, bs_ptr, M, N, num_kb, stride_am, stride_bn,
-                          stride_cm, pid_m, pid_n, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_N, USE_TMA, NUM_STAGES)
+                          stride_cm, pid_m, pid_n, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_N, USE_TMA, NUM_STAGES,
+                          WARP_SPECIALIZE)
     else:
         pid_m, pid_n = _tile_coords(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
         _promote_tile(a_src, b_src, c_dst, as_t_ptr, bs_ptr, M, N, num_kb, stride_am, stride_bn,
-                      stride_cm, pid_m, pid_n, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_N, USE_TMA, NUM_STAGES)
-
-
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+                      stride_cm, pid_m, pid_n, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_N, USE_TMA, NUM_STAGES,
+                      WARP_SPECIALIZE)
 
 
 def _num_sms(device: "torch.device") -> int:
@@ -214,6 +211,8 @@ def build(
         a_src, b_src, c_dst = a, b, c
 
     tiles = triton.cdiv(m, config.block_m) * triton.cdiv(n, config.tile_n)
+    # persistent: one program per CTA slot (sm_90 occupancy from twin_aot: 1 CTA of
+    # 128-row tiles per SM, 2 of 64-row ones)
     programs = min(tiles, num_sms * (2 if config.block_m == 64 else 1)) if config.persistent else tiles
     grid = (programs,)
     kernel = blockscale_fp8_gemm_promote
@@ -221,7 +220,8 @@ def build(
     meta = dict(
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
         SPLIT_N=config.split_n, GROUP_M=config.group_m, USE_TMA=config.use_tma,
-        PERSISTENT=config.persistent, NUM_PROGS=programs, NUM_STAGES=config.num_stages,
+        PERSISTENT=config.persistent, FLATTEN=config.flatten, NUM_PROGS=programs,
+        NUM_STAGES=config.num_stages, WARP_SPECIALIZE=config.warp_specialize,
     )
     if not interpreted:
         meta.update(num_warps=config.num_warps, num_stages=config.num_stages)

@@ -61,9 +61,17 @@ class TwinConfig(BaseModel):
     num_stages: int = Field(3, ge=1, le=6)
     use_tma: bool = False
     persistent: bool = False
+    # persistent only: flatten the tile loop and the K loop into one pipelined loop, so
+    # the next tile's loads are in flight during this tile's promote tail and epilogue
+    flatten: bool = False
+    # Triton's automatic warp specialisation of the K loop (TMA producer warps, MMA/promote
+    # consumers); documented for Blackwell, experimental on Hopper: a sweep axis only
+    warp_specialize: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> "TwinConfig":
+        if self.flatten and not self.persistent:
+            raise ValueError("flatten=True needs persistent=True (it flattens the persistent tile loop)")
         if self.split_n == 2 and self.block_n != SCALE_BLOCK:
             raise ValueError("split_n=2 needs block_n=128 so each half sits in one weight-scale block")
         if self.block_m == 128 and self.num_warps == 4:
@@ -83,7 +91,9 @@ class TwinConfig(BaseModel):
         if self.use_tma:
             parts.append("tma")
         if self.persistent:
-            parts.append("persistent")
+            parts.append("persistent_flat" if self.flatten else "persistent")
+        if self.warp_specialize:
+            parts.append("ws")
         return "_".join(parts)
 
 
@@ -184,17 +194,28 @@ def sweep_configs(
     base = choice.config
     tma = base.use_tma
     stages = base.num_stages
+    # most promising first (``limit`` keeps the head of the list). Compiled for sm_90
+    # (``twin_aot``): 128x128/8 warps = 156 registers, 1 CTA per SM, and Triton puts a
+    # CTA-wide barrier in every K step, so a CTA's promote stalls its own MMAs; only
+    # other CTAs on the SM can fill that gap, hence the BLOCK_M=64 (1 warpgroup) rows.
     alts: list[dict] = [
-        dict(num_stages=3 if stages == 4 else 4),
-        dict(block_m=64, num_warps=4),  # two+ CTAs per SM: one's promote under another's MMA
+        dict(block_m=64, num_warps=4, num_stages=3),  # 153 regs, 74 KiB smem: 3 CTAs per SM
+        dict(block_m=64, num_warps=4, num_stages=4),  # 99 KiB smem: 2 CTAs per SM
+        # Triton's Hopper auto warp specialisation (TMA producer + two consumer partitions)
+        dict(block_m=64, num_warps=4, num_stages=3, warp_specialize=True),
+        # one CTA per SM, the next tile's loads issued during this tile's tail
+        dict(persistent=True, flatten=True),
         dict(split_n=2, num_stages=3),  # 128x256 (the card's tile_n=256), halves promoted in turn
+        dict(num_stages=3 if stages == 4 else 4),
         dict(block_m=64, num_warps=4, split_n=2, num_stages=4),  # the card's t64x256x128
         dict(persistent=True),
     ]
-    if tma:
-        alts.append(dict(use_tma=False))
     if choice.shape_class == "wide_n":
         alts.append(dict(group_m=8) if base.group_m != 8 else dict(group_m=_cdiv(m, base.block_m)))
+    if tma:
+        alts.append(dict(use_tma=False))
+    else:
+        alts = [a for a in alts if not a.get("warp_specialize")]  # auto-WS wants TMA descriptors
     if platform == "rocm":
         alts = [a for a in alts if not a.get("use_tma")]
     seen: set[str] = set()

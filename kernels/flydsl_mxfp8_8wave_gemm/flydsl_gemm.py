@@ -21,7 +21,12 @@ block of C (4 x 4 MFMA tiles, 16 accumulators). Per 128-K step a wave loads its 
 and K[64+16g, 64+16g+16) in lane group g) and its B tiles (CK 16x16 preshuffle: the
 lane's two 16-byte packets are at ``16*lane`` and ``1024 + 16*lane`` of a 2 KiB slab,
 fully coalesced), straight into registers, one step ahead of the 16 MFMAs that consume
-the previous step (a runtime ``scf.for`` with loop-carried fragments). No LDS.
+it: a runtime ``scf.for`` unrolled by two over ping-pong register sets, so no fragment is
+ever copied between iterations. No LDS. K is a compile-time constant (one compile per
+distinct K, as in the PR); M and N are runtime arguments.
+
+Resources (gfx950, FlyDSL 0.5.0, compile-only): 178-228 VGPRs, no AGPRs, no LDS, no
+scratch, 2 waves per SIMD; see ``gfx950_targets.py`` for the gates.
 
 Bounds: every access goes through a buffer resource sized to the tensor, so the tail
 M block (M a multiple of 64 but not of ``BLOCK_M``) reads zeros and its stores are
@@ -34,6 +39,7 @@ work on Python ints as well as FlyDSL integers: the kernel traces them, and the 
 model of the MFMA's operand/scale ABI to check the addressing end to end.
 """
 # No ``from __future__ import annotations`` here: FlyDSL reads the kernel annotations.
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -51,6 +57,17 @@ MX_BLOCK = 32
 WAVE_GRIDS = ((1, 4), (2, 2), (4, 1))
 
 
+#: scale operand modes: "real" (the kernel), and two deliberately wrong variants that exist
+#: only as NEGATIVE compile targets for the gfx950 gates: "pinned" (both scale operands the
+#: constant E8M0 1.0 = 0x7F7F7F7F, what the fp8 block-scale kernel does) and "omitted"
+#: (fx.gemm called without the scale keywords: the atom keeps its default scale 0, and
+#: LLVM then selects the *unscaled* MFMA). A misspelled keyword (the PR's worry about
+#: ``**kwargs``) is rejected by FlyDSL 0.5.0 at compile time ("failed to legalize
+#: fly.atom.set_value"), so it needs no gate.
+SCALE_MODES = ("real", "pinned", "omitted")
+E8M0_ONE_X4 = 0x7F7F7F7F
+
+
 @dataclass(frozen=True)
 class KernelConfig:
     """Compile-time knobs. ``waves_m * waves_n`` must be 4."""
@@ -58,8 +75,11 @@ class KernelConfig:
     waves_m: int = 2
     waves_n: int = 2
     waves_per_eu: int = 2
+    scale_mode: str = "real"
 
     def __post_init__(self) -> None:
+        if self.scale_mode not in SCALE_MODES:
+            raise ValueError(f"scale_mode={self.scale_mode!r}; expected one of {SCALE_MODES}")
         if (self.waves_m, self.waves_n) not in WAVE_GRIDS:
             raise ValueError(
                 f"(waves_m, waves_n)=({self.waves_m}, {self.waves_n}) not supported; choose one of {WAVE_GRIDS}"
@@ -77,7 +97,8 @@ class KernelConfig:
 
     @property
     def name(self) -> str:
-        return f"bm{self.block_m}_bn{self.block_n}_wpe{self.waves_per_eu}"
+        tail = "" if self.scale_mode == "real" else f"_scales_{self.scale_mode}"
+        return f"bm{self.block_m}_bn{self.block_n}_wpe{self.waves_per_eu}{tail}"
 
 
 def check_shape(m: int, n: int, k: int, cfg: "KernelConfig | None" = None) -> None:
@@ -90,6 +111,10 @@ def check_shape(m: int, n: int, k: int, cfg: "KernelConfig | None" = None) -> No
         problems.append(f"K={k} must be a multiple of {MFMA_K} and >= 256")
     if n <= 0 or n % cfg.block_n or n % 32:
         problems.append(f"N={n} must be a positive multiple of the block ({cfg.block_n}) and of 32")
+    # buffer offsets are 32-bit byte offsets computed in signed int32
+    for what, nbytes in (("A (M*K)", m * k), ("B (N*K)", n * k), ("C (2*M*N)", 2 * m * n)):
+        if nbytes >= 2**31:
+            problems.append(f"{what} = {nbytes} bytes exceeds the 2 GiB a 32-bit buffer offset can address")
     if problems:
         raise ValueError(
             "mxfp8 FlyDSL GEMM: unsupported shape (pad the operands before quantising, the kernel "
@@ -112,51 +137,68 @@ def pick_config(m: int, n: int) -> KernelConfig:
 
 # ---------------------------------------------------------------------------------------
 # Per-lane index maps, in 32-bit words (the kernel views every byte buffer as int32).
-# Each works on Python ints and on FlyDSL Int32 values alike (only + * //).
+# Each works on Python ints and on FlyDSL Int32 values alike. Divisions only touch
+# wave-uniform values (K, N, the wave's origin), never per-lane ones: a signed ``//`` on a
+# per-lane value costs a floor correction on every lane.
 # ---------------------------------------------------------------------------------------
 def a_frag_offsets(row: Any, step: Any, group: Any, k: Any) -> tuple[Any, Any]:
     """Words of A (row-major [M, K] fp8) that lane group ``group`` (= lane // 16) of
     row ``row`` feeds the MFMA at 128-K step ``step``: K[16g, 16g+16) and K[64+16g, +16)."""
-    lo = (row * k + step * MFMA_K + group * 16) // 4
+    lo = row * (k // 4) + step * (MFMA_K // 4) + group * 4
     return lo, lo + 16
 
 
 def b_frag_offsets(n_tile: Any, step: Any, lane: Any, k: Any) -> tuple[Any, Any]:
     """Words of the preshuffled B for 16-column tile ``n_tile`` at 128-K step ``step``:
-    the 2 KiB slab at ``n_tile * 16 * K + step * 2048``; lane ``l`` owns bytes
+    the 2 KiB slab at byte ``n_tile * 16 * K + step * 2048``; lane ``l`` owns bytes
     ``[16 l, 16 l + 16)`` and ``[1024 + 16 l, +16)`` (CK 16x16 layout, see layouts.py)."""
-    lo = (n_tile * 16 * k + step * 2048 + lane * 16) // 4
+    lo = n_tile * 4 * k + step * 512 + lane * 4
     return lo, lo + 256
 
 
 def scale_offset(step: Any, group: Any, r: Any, base: Any, rows: Any) -> Any:
     """Word of a shuffled scale buffer ([K/32, rows] bytes, 4 tiles per dword) holding
-    the scales of rows ``base + 16 t + r`` (t = 0..3) in K block ``4 step + group``."""
-    return ((step * 4 + group) * rows + base) // 4 + r
+    the scales of rows ``base + 16 t + r`` (t = 0..3; ``base`` a multiple of 64) in
+    K block ``4 step + group``."""
+    return (step * 4 + group) * (rows // 4) + base // 4 + r
 
 
-def c_offset(m: Any, n: Any, n_total: Any) -> Any:
-    """Element offset of C[m, n] in row-major bf16 C."""
-    return m * n_total + n
+def wave_origin(bid: Any, wave: Any, n_total: Any, cfg: "KernelConfig") -> tuple[Any, Any]:
+    """First row and column of C owned by ``wave`` of block ``bid`` (blocks run along N
+    first, so consecutive blocks share their A rows)."""
+    blocks_n = n_total // cfg.block_n
+    m_base = (bid // blocks_n) * cfg.block_m + (wave // cfg.waves_n) * WAVE_TILE
+    n_base = (bid % blocks_n) * cfg.block_n + (wave % cfg.waves_n) * WAVE_TILE
+    return m_base, n_base
+
+
+def c_store_word(j: int, t: int, group: Any, r: Any, m_base: Any, n_base: Any, n_total: Any) -> Any:
+    """Word of row-major bf16 C where lane (group, r) stores accumulator (B tile ``j``,
+    A tile ``t``): the swapped MFMA's D row ``4 group + i`` is column
+    ``n_base + 16 j + 4 group + i`` of C and its D column ``r`` is row
+    ``m_base + 16 t + r``, so the four values are 8 contiguous bytes (two words)."""
+    return (m_base + 16 * t + r) * (n_total // 2) + n_base // 2 + 8 * j + 2 * group
 
 
 # ---------------------------------------------------------------------------------------
 # The kernel
 # ---------------------------------------------------------------------------------------
-def make_launcher(cfg: KernelConfig) -> Callable[..., Any]:
-    """Return the ``@flyc.jit`` launcher for ``cfg``.
+@functools.lru_cache(maxsize=None)
+def make_launcher(cfg: KernelConfig, k: int) -> Callable[..., Any]:
+    """Return the ``@flyc.jit`` launcher for ``cfg`` and the compile-time ``K``.
 
-    Launcher arguments: ``(a, b, sa, sb, c, m, n, k, stream)``, every tensor a flat int32
+    K is baked in (one compile per distinct K, as in the PR's kernel): the K loop's trip
+    count and its odd-step tail are then known at trace time. M and N are runtime.
+    Launcher arguments: ``(a, b, sa, sb, c, m, n, stream)``, every tensor a flat int32
     view of its bytes (``launcher_args`` builds them): the row-major fp8 A, the
     preshuffled B, the two shuffled e8m0 scale buffers, and the bf16 output C (written
-    in place); m, n, k as ints.
+    in place); m, n as ints.
     """
     import flydsl.compiler as flyc
     import flydsl.expr as fx
-    from flydsl.expr import range_constexpr
+    from flydsl.expr import const_expr, range_constexpr
     from flydsl.expr.typing import Vector as Vec
 
-    waves_m, waves_n = cfg.waves_m, cfg.waves_n
     block_m, block_n = cfg.block_m, cfg.block_n
     n_tiles = WAVE_TILE // 16  # 4 MFMA tiles per wave per dimension
 
@@ -169,7 +211,6 @@ def make_launcher(cfg: KernelConfig) -> Callable[..., Any]:
         C: fx.Tensor,
         m: fx.Int32,
         n: fx.Int32,
-        k: fx.Int32,
     ):
         # One scaled-MFMA atom per (opsel_a, opsel_b): X = B tile j (opsel_a = j picks
         # its byte of the B-scale dword), Y = A tile t (opsel_b = t, A-scale dword).
@@ -188,11 +229,11 @@ def make_launcher(cfg: KernelConfig) -> Callable[..., Any]:
             buf = fx.rocdl.make_buffer_tensor(t, max_size=False, num_records_bytes=nbytes)
             return fx.logical_divide(buf, fx.make_layout(1, 1))
 
-        m64, n64, k64 = fx.Int64(m), fx.Int64(n), fx.Int64(k)
-        gA = flat(A, m64 * k64)
-        gB = flat(B, n64 * k64)
-        gSA = flat(SA, (k64 // MX_BLOCK) * m64)
-        gSB = flat(SB, (k64 // MX_BLOCK) * n64)
+        m64, n64 = fx.Int64(m), fx.Int64(n)
+        gA = flat(A, m64 * k)
+        gB = flat(B, n64 * k)
+        gSA = flat(SA, m64 * (k // MX_BLOCK))
+        gSB = flat(SB, n64 * (k // MX_BLOCK))
         gC = flat(C, m64 * n64 * 2)
 
         tid = fx.thread_idx.x
@@ -200,11 +241,8 @@ def make_launcher(cfg: KernelConfig) -> Callable[..., Any]:
         wave = tid // WAVE_SIZE
         group = lane // 16
         r = lane % 16
-        blocks_n = n // block_n
-        bid = fx.block_idx.x
-        m_base = (bid // blocks_n) * block_m + (wave // waves_n) * WAVE_TILE
-        n_base = (bid % blocks_n) * block_n + (wave % waves_n) * WAVE_TILE
-        steps = k // MFMA_K
+        m_base, n_base = wave_origin(fx.block_idx.x, wave, n, cfg)
+        steps = k // MFMA_K  # Python int
 
         def load_words(src, idx, width, atom):
             frag = fx.make_rmem_tensor(width, fx.Int32)
@@ -220,6 +258,8 @@ def make_launcher(cfg: KernelConfig) -> Callable[..., Any]:
             a_frags = [
                 load_pair(gA, *a_frag_offsets(m_base + 16 * t + r, step, group, k)) for t in range_constexpr(n_tiles)
             ]
+            if const_expr(cfg.scale_mode == "pinned"):
+                return b_frags, a_frags, fx.Int32(E8M0_ONE_X4), fx.Int32(E8M0_ONE_X4)
             sb = load_words(gSB, scale_offset(step, group, r, n_base, n), 1, ld32)[0]
             sa = load_words(gSA, scale_offset(step, group, r, m_base, m), 1, ld32)[0]
             return b_frags, a_frags, sa, sb
@@ -236,37 +276,59 @@ def make_launcher(cfg: KernelConfig) -> Callable[..., Any]:
             for j in range_constexpr(n_tiles):
                 for t in range_constexpr(n_tiles):
                     cf = as_frag(accs[j * n_tiles + t], 4, fx.Float32)
-                    fx.gemm(atoms[(j, t)], cf, xs[j], ys[t], cf, scale_a=sb, scale_b=sa)
+                    if const_expr(cfg.scale_mode == "omitted"):
+                        fx.gemm(atoms[(j, t)], cf, xs[j], ys[t], cf)
+                    else:
+                        fx.gemm(atoms[(j, t)], cf, xs[j], ys[t], cf, scale_a=sb, scale_b=sa)
                     out.append(cf.load())
             return out
 
-        zero = Vec.filled(4, 0.0, fx.Float32)
-        b0, a0, sa0, sb0 = load_step(fx.Int32(0))
+        # K loop, unrolled by two over ping-pong register sets: set "even" is loop-carried,
+        # set "odd" lives inside one iteration. Each set is loaded one step ahead of the
+        # MFMAs that consume it, and a set is only reloaded after its MFMAs have read it,
+        # so the register allocator can reuse its registers (no loop-carried copies).
         n_acc = n_tiles * n_tiles
-        state0 = [zero] * n_acc + b0 + a0 + [sa0, sb0]
+        zero = Vec.filled(4, 0.0, fx.Float32)
 
-        def unpack(state):
-            accs = list(state[:n_acc])
-            bf = list(state[n_acc : n_acc + n_tiles])
-            af = list(state[n_acc + n_tiles : n_acc + 2 * n_tiles])
-            return accs, bf, af, state[n_acc + 2 * n_tiles], state[n_acc + 2 * n_tiles + 1]
+        def flat_set(ld):
+            b_frags, a_frags, sa, sb = ld
+            return list(b_frags) + list(a_frags) + [sa, sb]
 
-        for iv, state in range(fx.Int32(0), steps - 1, fx.Int32(1), init=state0):
-            accs, bf, af, sa, sb = unpack(state)
-            nb, na, nsa, nsb = load_step(fx.Int32(iv) + 1)  # next step's loads fly under this step's MFMAs
-            accs = mma_step(accs, bf, af, sa, sb)
-            results = yield accs + nb + na + [nsa, nsb]
-        accs, bf, af, sa, sb = unpack(results)
-        accs = mma_step(accs, bf, af, sa, sb)
+        def split_set(v):
+            return v[:n_tiles], v[n_tiles : 2 * n_tiles], v[2 * n_tiles], v[2 * n_tiles + 1]
+
+        def mma_set(accs, v):
+            bf, af, sa, sb = split_set(v)
+            return mma_step(accs, bf, af, sa, sb)
+
+        pairs = steps // 2  # >= 1: K >= 256
+        state0 = [zero] * n_acc + flat_set(load_step(fx.Int32(0)))
+        for iv, state in range(fx.Int32(0), fx.Int32(pairs - 1), fx.Int32(1), init=state0):
+            step = fx.Int32(iv) * 2
+            accs, even = list(state[:n_acc]), list(state[n_acc:])
+            odd = flat_set(load_step(step + 1))
+            accs = mma_set(accs, even)
+            even = flat_set(load_step(step + 2))
+            accs = mma_set(accs, odd)
+            results = yield accs + even
+        # last pair (steps 2 pairs - 2 and 2 pairs - 1) and, for an odd step count, the tail
+        accs, even = list(results[:n_acc]), list(results[n_acc:])
+        last = 2 * pairs - 2
+        odd = flat_set(load_step(fx.Int32(last + 1)))
+        accs = mma_set(accs, even)
+        if const_expr(steps % 2 == 1):
+            tail = flat_set(load_step(fx.Int32(last + 2)))
+            accs = mma_set(accs, odd)
+            accs = mma_set(accs, tail)
+        else:
+            accs = mma_set(accs, odd)
 
         # Epilogue: tile (j, t) lane (g, r) holds C[m_base + 16t + r, n_base + 16j + 4g + i],
         # i = 0..3: four consecutive bf16 = one 8-byte store.
         for j in range_constexpr(n_tiles):
             for t in range_constexpr(n_tiles):
                 vals = Vec(accs[j * n_tiles + t]).to(fx.BFloat16).bitcast(fx.Int32)
-                row = m_base + 16 * t + r
-                col = n_base + 16 * j + 4 * group
-                dst = fx.slice(gC, (None, fx.Int32(c_offset(row, col, n) // 2)))
+                dst = fx.slice(gC, (None, fx.Int32(c_store_word(j, t, group, r, m_base, n_base, n))))
                 fx.copy(st64, as_frag(vals, 2, fx.Int32), dst)
 
     @flyc.jit
@@ -278,7 +340,6 @@ def make_launcher(cfg: KernelConfig) -> Callable[..., Any]:
         C: fx.Tensor,
         m: fx.Int32,
         n: fx.Int32,
-        k: fx.Int32,
         stream: fx.Stream,
     ):
         grid = ((m + block_m - 1) // block_m) * (n // block_n)
@@ -290,7 +351,6 @@ def make_launcher(cfg: KernelConfig) -> Callable[..., Any]:
             C,
             m,
             n,
-            k,
             value_attrs={"rocdl.waves_per_eu": cfg.waves_per_eu, "rocdl.flat_work_group_size": "256,256"},
         ).launch(grid=(grid, 1, 1), block=(WAVES * WAVE_SIZE, 1, 1), stream=stream)
 
@@ -305,7 +365,8 @@ def launcher_args(
     c: "torch.Tensor",
     stream: Any = None,
 ) -> tuple:
-    """The launcher's argument tuple: flat int32 views (no copies) plus m, n, k."""
+    """The launcher's argument tuple: flat int32 views (no copies) plus m, n (K is baked
+    into the launcher: ``make_launcher(cfg, k)``)."""
     import torch
 
     m, k = a.shape
@@ -316,4 +377,71 @@ def launcher_args(
             raise ValueError(f"mxfp8 FlyDSL GEMM: operand of shape {tuple(t.shape)} must be contiguous")
         return t.view(torch.uint8).view(-1).view(torch.int32) if t.element_size() == 1 else t.view(-1).view(torch.int32)
 
-    return (words(a), words(b_shuffled), words(a_scale_shuffled), words(b_scale_shuffled), words(c), m, n, k, stream)
+    return (words(a), words(b_shuffled), words(a_scale_shuffled), words(b_scale_shuffled), words(c), m, n, stream)
+
+
+def _check_operands(a, b_shuffled, a_scale_shuffled, b_scale_shuffled, c) -> tuple[int, int, int]:  # noqa: ANN001
+    import torch
+
+    if a.dim() != 2 or b_shuffled.dim() != 2:
+        raise ValueError(f"mxfp8 FlyDSL GEMM: a and b_shuffled must be 2-D, got {tuple(a.shape)}, {tuple(b_shuffled.shape)}")
+    m, k = a.shape
+    n, kb = b_shuffled.shape
+    if kb != k:
+        raise ValueError(f"mxfp8 FlyDSL GEMM: K mismatch, a is {tuple(a.shape)} and b_shuffled {tuple(b_shuffled.shape)}")
+    for name, t in (("a", a), ("b_shuffled", b_shuffled)):
+        if t.element_size() != 1:
+            raise TypeError(f"mxfp8 FlyDSL GEMM: {name} must hold fp8 e4m3 bytes, got {t.dtype}")
+    for name, t, rows in (("a_scale_shuffled", a_scale_shuffled, m), ("b_scale_shuffled", b_scale_shuffled, n)):
+        if t.element_size() != 1 or t.numel() != rows * (k // MX_BLOCK):
+            raise ValueError(
+                f"mxfp8 FlyDSL GEMM: {name} must be the shuffled [K/32, {rows}] e8m0 bytes "
+                f"({rows * (k // MX_BLOCK)} bytes), got {t.dtype} {tuple(t.shape)}"
+            )
+    if c.dtype != torch.bfloat16 or tuple(c.shape) != (m, n):
+        raise ValueError(f"mxfp8 FlyDSL GEMM: c must be bf16 [{m}, {n}], got {c.dtype} {tuple(c.shape)}")
+    return m, n, k
+
+
+def build(inputs: "dict[str, torch.Tensor]", outputs: "dict[str, torch.Tensor]", cfg: "KernelConfig | None" = None) -> Callable[[], None]:
+    """Candidate contract: compile once (untimed), return the zero-arg ``launch``.
+
+    Reads ``a``, ``b_shuffled``, ``a_scale_shuffled``, ``b_scale_shuffled``; writes
+    ``outputs["c"]`` in place on the current stream. Raises ValueError for shapes the
+    kernel does not support (see ``check_shape``) before compiling anything.
+    """
+    import torch
+
+    a, b_sh, sa_sh, sb_sh, c = (
+        inputs["a"], inputs["b_shuffled"], inputs["a_scale_shuffled"], inputs["b_scale_shuffled"], outputs["c"]
+    )
+    m, n, k = _check_operands(a, b_sh, sa_sh, sb_sh, c)
+    cfg = cfg or pick_config(m, n)
+    check_shape(m, n, k, cfg)
+
+    import flydsl.compiler as flyc
+
+    fn = make_launcher(cfg, k)
+    args = launcher_args(a, b_sh, sa_sh, sb_sh, c)[:-1]
+    compiled = flyc.compile(fn, *args, torch.cuda.current_stream())
+
+    def launch() -> None:
+        compiled(*args, torch.cuda.current_stream())
+
+    return launch
+
+
+def compile_args(cfg: "KernelConfig | None" = None, m: int = 128, n: int = 256, k: int = 256) -> tuple:
+    """``(jit launcher, placeholder args)`` for a compile-only build on a machine with no
+    GPU (the gfx950 gates): CPU placeholder tensors of the right dtypes and sizes."""
+    import flydsl.expr as fx
+    import torch
+
+    cfg = cfg or KernelConfig()
+    check_shape(m, n, k, cfg)
+    a = torch.zeros(m, k, dtype=torch.uint8)
+    b = torch.zeros(n, k, dtype=torch.uint8)
+    sa = torch.zeros(k // MX_BLOCK, m, dtype=torch.uint8)
+    sb = torch.zeros(k // MX_BLOCK, n, dtype=torch.uint8)
+    c = torch.zeros(m, n, dtype=torch.bfloat16)
+    return make_launcher(cfg, k), launcher_args(a, b, sa, sb, c, stream=fx.Stream(None))

@@ -14,6 +14,7 @@ kernel.
 """
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import triton
@@ -30,6 +31,15 @@ def _e8m0_to_f32(e):
     # e8m0 byte -> fp32 2^(e-127): the byte is the fp32 exponent field; 0 is 2^-127
     bits = tl.where(e == 0, 1 << 22, e << 23)
     return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _round_to_bf16(x):
+    # round-to-nearest-even to bf16 by integer arithmetic, then an exact cast: the CPU
+    # interpreter's own fp32 -> bf16 cast truncates; GPUs round to nearest even anyway
+    bits = x.to(tl.uint32, bitcast=True)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.to(tl.float32, bitcast=True).to(tl.bfloat16)
 
 
 @triton.jit
@@ -58,7 +68,7 @@ def _mxfp8_dequant_gemm_kernel(
         else:  # the CPU interpreter mis-multiplies bf16; fp32 "ieee" is exact here too
             acc += tl.dot(a_f, tl.trans(b_f), input_precision="ieee")
     mask_c = (offs_m[:, None] < M) & (offs_n[None, :] < N)
-    tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(tl.bfloat16), mask=mask_c)
+    tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], _round_to_bf16(acc), mask=mask_c)
 
 
 def mxfp8_gemm_triton(
@@ -84,6 +94,11 @@ def mxfp8_gemm_triton(
         raise ValueError(f"mxfp8_gemm_triton: K={k} must be a multiple of 32")
     if tuple(out.shape) != (m, n) or out.dtype != torch.bfloat16:
         raise ValueError(f"mxfp8_gemm_triton: out must be bf16 [{m}, {n}], got {out.dtype} {tuple(out.shape)}")
+    if a.device.type == "cpu" and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        raise RuntimeError(
+            "mxfp8_gemm_triton on CPU tensors needs the Triton interpreter: set TRITON_INTERPRET=1 "
+            "before triton_gemm is imported (or run on a GPU)"
+        )
     bm, bn, bk = block
     grid = (triton.cdiv(m, bm), triton.cdiv(n, bn))
     _mxfp8_dequant_gemm_kernel[grid](

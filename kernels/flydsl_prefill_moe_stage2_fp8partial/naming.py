@@ -7,7 +7,7 @@ evidence that the optimised arm really ran, and with which scale:
 side                   bf16 partial (baseline)           fp8 partial, scale ``s``
 =====================  ===============================  ================================
 stage-2 GEMM (Triton)  ``moe2_gemm_bf16``                ``moe2_gemm_pf8_s<hex>``
-stage-2 GEMM (FlyDSL)  --                                ``moe2_store_cshuffle_pf8_s<hex>``
+store epilogue (Fly)   ``moe2_store_bf16``               ``moe2_store_pf8_s<hex>``
 top-k reduce           ``moe_reduce_inbf16``             ``moe_reduce_infp8_s<hex>``
 =====================  ===============================  ================================
 
@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.fp8_format import f32_bits, f32_from_bits
 
 GEMM_BF16 = "moe2_gemm_bf16"
+STORE_BF16 = "moe2_store_bf16"
 REDUCE_BF16 = "moe_reduce_inbf16"
 
 # regexes the problem's runtime signatures use (re.search over kernel names)
@@ -57,6 +58,15 @@ def gemm_name(pf8: bool, scale: float | None = None, *, flavour: str = "") -> st
         raise ValueError("the fp8-partial GEMM name needs its scale")
     mid = f"{flavour}_" if flavour else ""
     return f"moe2_gemm_{mid}pf8_s{scale_hex(scale)}"
+
+
+def store_name(pf8: bool, scale: float | None = None) -> str:
+    """Name of the standalone partial-store epilogue kernel (FlyDSL) for one variant."""
+    if not pf8:
+        return "moe2_store_bf16"
+    if scale is None:
+        raise ValueError("the fp8-partial store name needs its scale")
+    return f"moe2_store_pf8_s{scale_hex(scale)}"
 
 
 def reduce_name(in_fp8: bool, scale: float | None = None) -> str:

@@ -16,9 +16,14 @@ w2             bf16 [E, N, K]        down-projection weights, one [N, K] matrix 
 topk_ids       int32 [M, top_k]      expert of each (token, slot)
 topk_weights   fp32 [M, top_k]       router weight of each (token, slot) (rows sum to 1)
 sorted_ids     int32 [P]             flat ids sorted by expert, each expert padded to
-                                     ``ROUTE_BLOCK_M`` rows with the sentinel ``M*top_k``
-block_expert   int32 [P/64]          expert of each 64-row block of ``sorted_ids``
+                                     ``ROUTE_BLOCK_M`` (64) rows with the sentinel
+                                     ``M*top_k``; ``P = padded_capacity(M, E, top_k)``
+block_expert   int32 [P/64]          expert of each 64-row block (-1 past ``num_padded``)
+num_padded     int32 [1]             rows of ``sorted_ids`` in use (multiple of 64)
 ============== ===================== =====================================================
+
+Shapes depend on the dims only (not on the seed), so any seed's input set can be copied
+into another's buffers.
 
 Output: ``out`` bf16 [M, N].
 
@@ -53,7 +58,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 Tensors = dict[str, "torch.Tensor"]
 DIM_NAMES = ("M", "N", "K", "E", "top_k")
-INPUT_NAMES = ("a2", "w2", "topk_ids", "topk_weights", "sorted_ids", "block_expert")
+INPUT_NAMES = ("a2", "w2", "topk_ids", "topk_weights", "sorted_ids", "block_expert", "num_padded")
 
 
 def check_dims(dims: Mapping[str, int]) -> dict[str, int]:
@@ -87,7 +92,7 @@ def make_inputs(dims: Mapping[str, int], seed: int, device: Any = None) -> Tenso
     dev = _device(device)
     cpu_gen = torch.Generator().manual_seed(seed)
     topk_ids, topk_weights = routing.route(M, E, top_k, cpu_gen, routing.reachable_imbalance(E, top_k))
-    sorted_ids, block_expert = routing.align_blocks(topk_ids, E, routing.ROUTE_BLOCK_M)
+    sorted_ids, block_expert, num_padded = routing.align_blocks(topk_ids, E, routing.ROUTE_BLOCK_M)
 
     gen = torch.Generator(device=dev).manual_seed(seed + 0x5EED)
     gate = torch.randn(M * top_k, K, generator=gen, device=dev, dtype=torch.float32)
@@ -107,6 +112,7 @@ def make_inputs(dims: Mapping[str, int], seed: int, device: Any = None) -> Tenso
         "topk_weights": topk_weights.to(dev),
         "sorted_ids": sorted_ids.to(dev),
         "block_expert": block_expert.to(dev),
+        "num_padded": num_padded.to(dev),
     }
 
 
@@ -141,13 +147,20 @@ def dims_of(inputs: Mapping[str, "torch.Tensor"]) -> dict[str, int]:
         t = inputs[name]
         if tuple(t.shape) != shape or t.dtype != dtype:
             raise ValueError(f"input {name!r}: expected {dtype} {shape}, got {t.dtype} {tuple(t.shape)}")
-    sid, bex = inputs["sorted_ids"], inputs["block_expert"]
     bm = routing.ROUTE_BLOCK_M
-    if sid.dtype != torch.int32 or bex.dtype != torch.int32 or sid.dim() != 1 or sid.numel() != bex.numel() * bm:
-        raise ValueError(
-            f"sorted_ids (int32 [P]) and block_expert (int32 [P/{bm}]) disagree: "
-            f"{sid.dtype} {tuple(sid.shape)} vs {bex.dtype} {tuple(bex.shape)}"
-        )
+    cap = routing.padded_capacity(M, E, top_k, bm)
+    blocks = {
+        "sorted_ids": ((cap,), torch.int32),
+        "block_expert": ((cap // bm,), torch.int32),
+        "num_padded": ((1,), torch.int32),
+    }
+    for name, (shape, dtype) in blocks.items():
+        t = inputs[name]
+        if tuple(t.shape) != shape or t.dtype != dtype:
+            raise ValueError(
+                f"input {name!r}: expected {dtype} {shape} (capacity for M={M}, E={E}, top_k={top_k}), "
+                f"got {t.dtype} {tuple(t.shape)}"
+            )
     if not (a2.is_contiguous() and w2.is_contiguous()):
         raise ValueError("a2 and w2 must be contiguous")
     return {"M": M, "N": N, "K": K, "E": E, "top_k": top_k}

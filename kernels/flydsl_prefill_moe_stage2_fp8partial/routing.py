@@ -11,10 +11,11 @@ flatter the grouped GEMM (no long expert tail) and is never used.
 
 Blocks. ``align_blocks`` sorts the flat (token, slot) ids ``f = token * top_k + slot``
 by expert and pads every expert's run to a multiple of ``ROUTE_BLOCK_M`` rows with the
-sentinel ``M * top_k``; ``block_expert[b]`` names the expert of sorted block ``b``. This
-is the layout of vLLM's ``moe_align_block_size`` / aiter's ``moe_sorting`` output, and
-it is part of the problem's inputs (the sort runs before stage 1 and is not in the
-stage-2 segment). A GEMM may use any row tile that divides ``ROUTE_BLOCK_M``.
+sentinel ``M * top_k``; ``block_expert[b]`` names the expert of sorted block ``b`` and
+``num_padded`` the rows in use, inside a buffer of fixed capacity per shape. This is the
+layout of vLLM's ``moe_align_block_size`` / aiter's ``moe_sorting`` output, and it is
+part of the problem's inputs (the sort runs before stage 1 and is not in the stage-2
+segment). A GEMM may use any row tile that divides ``ROUTE_BLOCK_M``.
 """
 from __future__ import annotations
 
@@ -120,50 +121,68 @@ def load_imbalance(topk_ids: "torch.Tensor", num_experts: int) -> float:
     return float(load.max() / load.mean())
 
 
-def max_padded_rows(num_tokens: int, num_experts: int, top_k: int, block_m: int = ROUTE_BLOCK_M) -> int:
-    """Upper bound of the padded sorted length (every expert wastes < block_m rows)."""
-    return num_tokens * top_k + num_experts * (block_m - 1)
+def padded_capacity(num_tokens: int, num_experts: int, top_k: int, block_m: int = ROUTE_BLOCK_M) -> int:
+    """Fixed length of ``sorted_ids`` for a shape: every expert wastes < block_m rows, so
+    ``M*top_k + min(E, M*top_k) * (block_m - 1)`` rounded up to whole blocks bounds any
+    routing. A fixed length gives every seed's input set the same shapes (the verifier
+    copies new values into the same buffers between timing rounds)."""
+    rows = num_tokens * top_k + min(num_experts, num_tokens * top_k) * (block_m - 1)
+    return (rows + block_m - 1) // block_m * block_m
 
 
 def align_blocks(
-    topk_ids: "torch.Tensor", num_experts: int, block_m: int = ROUTE_BLOCK_M
-) -> tuple["torch.Tensor", "torch.Tensor"]:
+    topk_ids: "torch.Tensor", num_experts: int, block_m: int = ROUTE_BLOCK_M, capacity: int | None = None
+) -> tuple["torch.Tensor", "torch.Tensor", "torch.Tensor"]:
     """Sort flat (token, slot) ids by expert and pad each expert to ``block_m`` rows.
 
-    Returns ``(sorted_ids int32 [P], block_expert int32 [P // block_m])`` on the device of
-    ``topk_ids``; padding entries hold the sentinel ``M * top_k``. Within an expert the
-    ids keep ascending order (stable sort), so a block's rows are deterministic.
+    Returns on the device of ``topk_ids``:
+
+    - ``sorted_ids`` int32 [capacity]: flat ids grouped by expert (ascending within an
+      expert), each expert's run padded to ``block_m`` rows; padding and the unused tail
+      hold the sentinel ``M * top_k``;
+    - ``block_expert`` int32 [capacity // block_m]: the expert of each block, -1 for the
+      unused tail (never read: the GEMM stops at ``num_padded``);
+    - ``num_padded`` int32 [1]: rows in use (a multiple of ``block_m``).
+
+    capacity: defaults to ``padded_capacity(M, E, top_k, block_m)``.
     """
     import torch
 
     if topk_ids.dim() != 2:
         raise ValueError(f"topk_ids must be [M, top_k], got shape {tuple(topk_ids.shape)}")
     device = topk_ids.device
+    M, top_k = topk_ids.shape
     flat = topk_ids.flatten().long()
     n = flat.numel()
     if n and (int(flat.min()) < 0 or int(flat.max()) >= num_experts):
         raise ValueError(f"topk_ids must lie in [0, {num_experts}), got [{int(flat.min())}, {int(flat.max())}]")
+    cap = padded_capacity(M, num_experts, top_k, block_m) if capacity is None else capacity
     order = torch.sort(flat, stable=True).indices
     counts = torch.bincount(flat, minlength=num_experts)
     padded = (counts + block_m - 1) // block_m * block_m
     start = torch.cumsum(counts, 0) - counts
     pstart = torch.cumsum(padded, 0) - padded
-    total = int(padded.sum())
-    sorted_ids = torch.full((total,), n, dtype=torch.int32, device=device)
+    used = int(padded.sum())
+    if used > cap or cap % block_m:
+        raise ValueError(f"capacity {cap} cannot hold {used} padded rows in blocks of {block_m}")
+    sorted_ids = torch.full((cap,), n, dtype=torch.int32, device=device)
     experts_sorted = flat[order]
     rank_in_expert = torch.arange(n, device=device) - start[experts_sorted]
     sorted_ids[pstart[experts_sorted] + rank_in_expert] = order.to(torch.int32)
-    block_expert = torch.repeat_interleave(
+    block_expert = torch.full((cap // block_m,), -1, dtype=torch.int32, device=device)
+    block_expert[: used // block_m] = torch.repeat_interleave(
         torch.arange(num_experts, device=device, dtype=torch.int32), (padded // block_m)
     )
-    return sorted_ids, block_expert
+    num_padded = torch.tensor([used], dtype=torch.int32, device=device)
+    return sorted_ids, block_expert, num_padded
 
 
 def padded_blocks_summary(block_expert: "torch.Tensor", num_experts: int) -> dict[str, float]:
     """Blocks per expert: max, mean over experts with work, and the empty-expert count."""
     import torch
 
-    per = torch.bincount(block_expert.long().cpu(), minlength=num_experts)
+    be = block_expert.long().cpu()
+    per = torch.bincount(be[be >= 0], minlength=num_experts)
     busy = per[per > 0]
     return {
         "blocks": int(per.sum()),

@@ -1,7 +1,7 @@
 """Triton top-k reduce: load the ``top_k`` partial rows of a token, (fp8: e4m3 -> f32,
 ``* (1/S)`` per slot), sum in fp32, store bf16.
 
-One kernel body, two variants selected by the constexpr ``IN_FP8``; the partial scale
+One kernel body, two variants selected by the constexpr ``IN_FP8``. The partial scale
 ``S`` is a constexpr too, so it is baked into the code, part of Triton's cache key, and
 read back by the ``repr`` hook that names the compiled kernel
 (``moe_reduce_infp8_s<hex(S)>`` / ``moe_reduce_inbf16``): the name the profiler shows is
@@ -11,6 +11,13 @@ separately.
 
 Layout: ``partial`` is [M * top_k, N] (row ``t * top_k + j``), contiguous in N;
 ``out`` is [M, N] bf16. Grid: (M, cdiv(N, BLOCK_N)).
+
+CPU twin. On CPU tensors the same Python function runs in Triton's interpreter. The
+interpreter's fp32 -> bf16 cast truncates instead of rounding to nearest even, so the
+twin (``SOFT_CVT=True``) rounds with integer ops on the fp32 bits and stores the bf16
+bits through an int16 view; on a GPU (``SOFT_CVT=False``) the hardware conversion does
+the same rounding. Only builtins are used (``tl.full``, not the ``@jit`` ``tl.zeros``),
+so the twin runs whether or not ``TRITON_INTERPRET`` was set when triton was imported.
 """
 from __future__ import annotations
 
@@ -45,42 +52,39 @@ def moe_reduce(
     IN_FP8: tl.constexpr,
     S: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    SOFT_CVT: tl.constexpr,
 ):
     tok = tl.program_id(0).to(tl.int64)
     offs = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = offs < N
     row0 = p_ptr + tok * TOP_K * stride_p + offs
-    acc = tl.full([BLOCK_N], 0.0, tl.float32)  # tl.full, not tl.zeros: a builtin, so the
-    # interpreter twin runs whether or not TRITON_INTERPRET was set before triton was imported
+    acc = tl.full([BLOCK_N], 0.0, tl.float32)
     for j in tl.static_range(TOP_K):
         x = tl.load(row0 + j * stride_p, mask=mask, other=0.0).to(tl.float32)
         if IN_FP8:
-            x = x * (1.0 / S)  # unscale each slot before the sum (card, step 3)
+            x = x * (1.0 / S)  # unscale each slot before the sum (card, procedure step 3)
         acc += x
-    tl.store(out_ptr + tok * stride_o + offs, acc.to(tl.bfloat16), mask=mask)
+    if SOFT_CVT:  # round-to-nearest-even on the bits (out_ptr is an int16 view of the bf16 output)
+        bits = acc.to(tl.int32, bitcast=True)
+        bits = bits + 0x7FFF + ((bits >> 16) & 1)
+        tl.store(out_ptr + tok * stride_o + offs, (bits >> 16).to(tl.int16), mask=mask)
+    else:
+        tl.store(out_ptr + tok * stride_o + offs, acc.to(tl.bfloat16), mask=mask)
 
 
-# Compiled on a GPU; the interpreter twin runs the same Python function on CPU tensors.
 moe_reduce_kernel = triton.jit(moe_reduce, repr=_kernel_repr)
+_INTERPRETED: list = []
 
 
 def kernel_for(device: "torch.device"):
-    """The jitted kernel for ``device``: compiled on CUDA/ROCm, interpreted on CPU."""
-    if device.type == "cpu":
-        return _interpreted()
-    return moe_reduce_kernel
-
-
-_INTERPRETED = None
-
-
-def _interpreted():
-    global _INTERPRETED
-    if _INTERPRETED is None:
+    """The kernel for ``device``: compiled on CUDA / ROCm, interpreted on CPU."""
+    if device.type != "cpu":
+        return moe_reduce_kernel
+    if not _INTERPRETED:
         from triton.runtime.interpreter import InterpretedFunction
 
-        _INTERPRETED = InterpretedFunction(moe_reduce)
-    return _INTERPRETED
+        _INTERPRETED.append(InterpretedFunction(moe_reduce))
+    return _INTERPRETED[0]
 
 
 def default_block_n(in_fp8: bool) -> int:
@@ -112,18 +116,25 @@ def launcher(
     if in_fp8 == (scale is None):
         raise ValueError("an fp8 partial needs its scale; a bf16 partial takes none")
     s = check_scale(scale) if in_fp8 else 1.0
+    if out.dim() != 2 or out.dtype != torch.bfloat16:
+        raise ValueError(f"out must be bf16 [M, N], got {out.dtype} {tuple(out.shape)}")
     M, N = out.shape
-    if partial.shape != (M * top_k, N) or out.dtype != torch.bfloat16:
-        raise ValueError(f"partial {tuple(partial.shape)} / out {out.dtype} {tuple(out.shape)} do not match top_k={top_k}")
+    if tuple(partial.shape) != (M * top_k, N):
+        raise ValueError(f"partial {tuple(partial.shape)} does not match out {tuple(out.shape)} with top_k={top_k}")
     if partial.stride(1) != 1 or out.stride(1) != 1:
         raise ValueError("partial and out must be contiguous along N")
     bn = block_n or default_block_n(in_fp8)
     grid = (M, triton.cdiv(N, bn))
+    soft = partial.device.type == "cpu"
     kernel = kernel_for(partial.device)
+    dst = out.view(torch.int16) if soft else out
     name = reduce_name(in_fp8, s if in_fp8 else None)
     stride_p, stride_o = partial.stride(0), out.stride(0)
 
     def launch() -> None:
-        kernel[grid](partial, out, N, stride_p, stride_o, TOP_K=top_k, IN_FP8=in_fp8, S=s, BLOCK_N=bn, num_warps=num_warps)
+        kernel[grid](
+            partial, dst, N, stride_p, stride_o,
+            TOP_K=top_k, IN_FP8=in_fp8, S=s, BLOCK_N=bn, SOFT_CVT=soft, num_warps=num_warps,
+        )
 
     return launch, name

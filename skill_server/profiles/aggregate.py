@@ -58,6 +58,7 @@ class Dispatch:
     shape: GemmShape | None = None
     shape_op: str | None = None
     dtype: str | None = None
+    scale_format: str | None = None
 
 
 @dataclass(slots=True)
@@ -80,7 +81,7 @@ class _Kernel:
     min_ns: int | None = None
     max_ns: int | None = None
     resources: dict[str, Any] = field(default_factory=dict)
-    shapes: dict[tuple, list[int]] = field(default_factory=dict)  # (shape, op, dtype) -> [calls, ns]
+    shapes: dict[tuple, list[int]] = field(default_factory=dict)  # (shape, op, dtype, scale format) -> [calls, ns]
     launch_ops: dict[str, list] = field(default_factory=dict)  # op -> [calls, dims, types]
     scopes: Counter = field(default_factory=Counter)
 
@@ -102,7 +103,7 @@ class _Kernel:
             else:
                 self.resources[key] = max(self.resources.get(key, value), value)
         if d.shape is not None:
-            slot = self.shapes.setdefault((d.shape, d.shape_op or "", d.dtype), [0, 0])
+            slot = self.shapes.setdefault((d.shape, d.shape_op or "", d.dtype, d.scale_format), [0, 0])
             slot[0] += 1
             slot[1] += d.dur_ns
         if d.launch_op:
@@ -123,20 +124,24 @@ def window_segments(
     together: dict[str, Counter] = {}
     for run in lanes.values():
         run.sort(key=lambda d: (d.start_ns, d.order))
-        for i, d in enumerate(run):
-            mates = together.setdefault(d.name, Counter())
-            for step in (-1, 1):
-                j = i
-                for _ in range(window):
-                    k = j + step
-                    if not 0 <= k < len(run):
-                        break
-                    earlier, later = (run[k], run[j]) if step < 0 else (run[j], run[k])
-                    if later.start_ns - (earlier.start_ns + earlier.dur_ns) > max_gap_ns:
-                        break
-                    if run[k].name != d.name:
-                        mates[run[k].name] += 1
-                    j = k
+        names = [d.name for d in run]
+        # linked[i]: kernel i+1 starts within max_gap_ns of kernel i's end
+        linked = [b.start_ns - (a.start_ns + a.dur_ns) <= max_gap_ns for a, b in zip(run, run[1:])]
+        n = len(run)
+        for i, name in enumerate(names):
+            mates = together.get(name)
+            if mates is None:
+                mates = together[name] = Counter()
+            k = i
+            while k > 0 and i - k < window and linked[k - 1]:
+                k -= 1
+                if names[k] != name:
+                    mates[names[k]] += 1
+            k = i
+            while k < n - 1 and k - i < window and linked[k]:
+                k += 1
+                if names[k] != name:
+                    mates[names[k]] += 1
     return together
 
 
@@ -229,10 +234,11 @@ def _hotspot(
     op_name = short_name(k.name)
     variants = sorted(
         (
-            ShapeVariant(shape=shape, calls=calls, total_ns=ns, pct_gpu=_pct(ns, grand), source_op=op, dtype=dtype)
-            for (shape, op, dtype), (calls, ns) in k.shapes.items()
+            ShapeVariant(shape=shape, calls=calls, total_ns=ns, pct_gpu=_pct(ns, grand), source_op=op, dtype=dtype,
+                         scale_format=fmt)
+            for (shape, op, dtype, fmt), (calls, ns) in k.shapes.items()
         ),
-        key=lambda v: (-v.total_ns, str(v.shape)),
+        key=lambda v: (-v.total_ns, str(v.shape), v.source_op),
     )
     segment: list[str] = []
     if segments is not None:
@@ -248,6 +254,7 @@ def _hotspot(
         op_name=op_name,
         gen=gen,
         dtype=_only(v.dtype for v in variants),
+        scale_format=_only(v.scale_format for v in variants),
         shape=_only(v.shape for v in variants),
         segment_kernels=segment,
         pct_gpu=pct,

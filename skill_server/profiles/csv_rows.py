@@ -36,62 +36,72 @@ class CsvTable:
                 file=self.label, line=self.header_line, expected=f"{self.what} with columns {', '.join(columns)}",
             )
 
-    def rows(self) -> Iterator[tuple[int, dict[str, str]]]:
+    def col(self, column: str) -> int | None:
+        """The position of ``column`` in the header, or None."""
+        try:
+            return self.header.index(column)
+        except ValueError:
+            return None
+
+    def rows(self) -> Iterator[tuple[int, list[str]]]:
+        """(line number where the row starts, cells) per data row; blank lines are skipped."""
         width = len(self.header)
+        reader = self._reader
         while True:
+            line = reader.line_num + 1
             try:
-                row = next(self._reader)
+                row = next(reader)
             except StopIteration:
                 return
             except csv.Error as exc:
                 raise ProfileError(f"malformed CSV ({exc}); the file may be truncated", file=self.label,
-                                   line=self._reader.line_num) from None
+                                   line=line) from None
             except READ_ERRORS + (SizeLimitExceeded,) as exc:
-                raise read_error(exc, self.label, line=self._reader.line_num) from None
-            line = self._reader.line_num
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue  # blank line
+                raise read_error(exc, self.label, line=line) from None
             if len(row) != width:
+                if not row or (len(row) == 1 and not row[0].strip()):
+                    continue  # blank line
                 raise ProfileError(
                     f"row has {len(row)} fields but the header has {width}"
                     + ("; the file looks truncated" if len(row) < width else ""),
                     file=self.label, line=line, expected=f"{width} comma-separated fields per row",
                 )
-            yield line, dict(zip(self.header, row))
+            yield line, row
 
-    def integer(self, row: dict[str, str], column: str, line: int, *, optional: bool = False) -> int | None:
+    def integer(self, cell: str, column: str, line: int, *, optional: bool = False) -> int | None:
         """A non-negative integer cell (float text with no fraction is accepted)."""
-        cell = row.get(column)
-        if cell is None or not cell.strip():
+        try:
+            value = int(cell)
+            if value >= 0:
+                return value
+        except ValueError:
+            pass
+        text = cell.strip()
+        if not text:
             if optional:
                 return None
             raise ProfileError("empty cell", file=self.label, line=line, where=f"column {column}",
                                expected="a non-negative integer")
-        text = cell.strip()
-        try:
-            value = int(text)
-        except ValueError:
-            number = _float(text)
-            if number is None or not number.is_integer():
-                raise ProfileError(f"{text[:40]!r} is not an integer", file=self.label, line=line,
-                                   where=f"column {column}", expected="a non-negative integer") from None
-            value = int(number)
-        if value < 0:
-            raise ProfileError(f"negative value {value}", file=self.label, line=line, where=f"column {column}",
+        number = _float(text)
+        if number is None or not number.is_integer():
+            raise ProfileError(f"{text[:40]!r} is not an integer", file=self.label, line=line,
+                               where=f"column {column}", expected="a non-negative integer")
+        if number < 0:
+            raise ProfileError(f"negative value {text[:40]}", file=self.label, line=line, where=f"column {column}",
                                expected="a non-negative integer")
-        return value
+        return int(number)
 
-    def number(self, row: dict[str, str], column: str, line: int, *, optional: bool = False) -> float | None:
+    def number(self, cell: str, column: str, line: int, *, optional: bool = False) -> float | None:
         """A non-negative finite number cell."""
-        cell = row.get(column)
-        if cell is None or not cell.strip():
+        text = cell.strip()
+        if not text:
             if optional:
                 return None
             raise ProfileError("empty cell", file=self.label, line=line, where=f"column {column}",
                                expected="a non-negative number")
-        value = _float(cell.strip())
+        value = _float(text)
         if value is None or value < 0:
-            raise ProfileError(f"{cell.strip()[:40]!r} is not a non-negative number", file=self.label, line=line,
+            raise ProfileError(f"{text[:40]!r} is not a non-negative number", file=self.label, line=line,
                                where=f"column {column}", expected="a non-negative number")
         return value
 

@@ -61,20 +61,39 @@ def _mangled_prefix(name: str) -> str | None:
     return "::".join(got[0]) if got else None
 
 
-def _strip_bracketed(text: str, opener: str) -> str:
-    """Remove every top-level ``<...>`` (or ``(...)``) group; unbalanced text is kept as is."""
+def _strip_templates(text: str) -> str:
+    """Remove every top-level ``<...>`` group; ``>`` inside parentheses (``(3>2)``) does not close one."""
     out: list[str] = []
-    depth = 0
+    angle = paren = 0
     for ch in text:
-        if ch == opener:
-            depth += 1
+        if angle:
+            if ch == "(":
+                paren += 1
+            elif ch == ")":
+                paren = max(0, paren - 1)
+            elif paren == 0 and ch == "<":
+                angle += 1
+            elif paren == 0 and ch == ">":
+                angle -= 1
             continue
-        if depth and ch == _OPEN[opener]:
-            depth -= 1
+        if ch == "<":
+            angle, paren = 1, 0
             continue
-        if depth == 0:
-            out.append(ch)
-    return text if depth else "".join(out)
+        out.append(ch)
+    return text if angle else "".join(out)
+
+
+def _balanced(text: str) -> bool:
+    depth = {"(": 0, "[": 0}
+    for ch in text:
+        if ch in depth:
+            depth[ch] += 1
+        elif ch == ")" or ch == "]":
+            key = "(" if ch == ")" else "["
+            depth[key] -= 1
+            if depth[key] < 0:
+                return False
+    return not any(depth.values())
 
 
 def _cut_parameters(text: str) -> str:
@@ -121,9 +140,11 @@ def short_name(name: str) -> str:
     prefix = _mangled_prefix(raw)
     if prefix:
         text = prefix
+    elif not _balanced(raw):
+        text = raw  # not a C++ signature we can take apart safely
     else:
         text = _cut_parameters(raw)
-        text = _strip_bracketed(text, "<")
+        text = _strip_templates(text)
         text = _after_return_type(text.strip()).strip()
     if not text:
         text = raw

@@ -1,7 +1,7 @@
 """Boundary models of profile ingestion: what ``load_profile`` returns."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,7 +30,7 @@ class KernelResources(BaseModel):
 
 
 class ShapeVariant(BaseModel):
-    """One GEMM shape a kernel ran at, from the launching CPU op's input dims (torch traces)."""
+    """One GEMM shape a kernel ran at, from the launching CPU op's inputs (torch traces)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -40,6 +40,7 @@ class ShapeVariant(BaseModel):
     pct_gpu: float = Field(ge=0.0, le=100.0, description="this shape's share of all GPU kernel time")
     source_op: str = Field(description="the CPU op whose input dims gave the shape, e.g. aten::addmm")
     dtype: str | None = Field(None, description="first operand dtype, normalised (e.g. fp8_e4m3)")
+    scale_format: str | None = Field(None, description="operand scale format read from the scale tensors' dims")
 
 
 class LaunchOp(BaseModel):
@@ -50,7 +51,7 @@ class LaunchOp(BaseModel):
 
     name: str
     calls: int = Field(ge=1)
-    input_dims: list | None = None
+    input_dims: list[Any] | None = None
     input_types: list[str] | None = None
 
 
@@ -81,11 +82,15 @@ class ProfiledHotspot(BaseModel):
         """One hotspot per shape variant, each with that variant's share of GPU time.
 
         Use when ``hotspot.shape`` is None because the kernel ran at several shapes: the
-        cards pick recipes by shape, so each shape deserves its own match."""
+        cards pick recipes by shape, so each shape deserves its own match. Dispatches whose
+        shape is unknown are in no variant, so the shares can sum to less than the kernel's."""
         if not self.shape_variants:
             return [self.hotspot]
         return [
-            self.hotspot.model_copy(update={"shape": v.shape, "pct_gpu": v.pct_gpu, "dtype": v.dtype or self.hotspot.dtype})
+            self.hotspot.model_copy(update={
+                "shape": v.shape, "pct_gpu": v.pct_gpu,
+                "dtype": v.dtype or self.hotspot.dtype, "scale_format": v.scale_format or self.hotspot.scale_format,
+            })
             for v in self.shape_variants
         ]
 

@@ -33,21 +33,21 @@ def looks_like(header: list[str]) -> bool:
 def parse(opened: OpenedProfile, *, top: int, min_pct: float) -> ProfileSummary:
     table = CsvTable(opened, what="a rocprofv3 kernel_stats.csv")
     table.require(REQUIRED)
-    has_min = "MinNs" in table.header
-    has_max = "MaxNs" in table.header
+    i_name, i_calls, i_total = (table.col(c) for c in REQUIRED)
+    i_min, i_max = table.col("MinNs"), table.col("MaxNs")
     totals: list[KernelTotals] = []
     for line, row in table.rows():
-        name = row["Name"].strip()
+        name = row[i_name].strip()
         if not name:
             raise ProfileError("empty kernel name", file=table.label, line=line, where="column Name",
                                expected="a kernel name")
-        calls = table.integer(row, "Calls", line)
+        calls = table.integer(row[i_calls], "Calls", line)
         if calls == 0:
             raise ProfileError("Calls is 0", file=table.label, line=line, where="column Calls",
                                expected="at least one call per listed kernel")
-        total = table.number(row, "TotalDurationNs", line)
-        lo = table.number(row, "MinNs", line, optional=True) if has_min else None
-        hi = table.number(row, "MaxNs", line, optional=True) if has_max else None
+        total = table.number(row[i_total], "TotalDurationNs", line)
+        lo = table.number(row[i_min], "MinNs", line, optional=True) if i_min is not None else None
+        hi = table.number(row[i_max], "MaxNs", line, optional=True) if i_max is not None else None
         totals.append(KernelTotals(
             name=name, calls=calls, total_ns=round(total),
             min_ns=None if lo is None else round(lo), max_ns=None if hi is None else round(hi),

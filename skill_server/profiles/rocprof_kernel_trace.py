@@ -50,45 +50,61 @@ def looks_like(header: list[str]) -> bool:
 def parse(opened: OpenedProfile, *, top: int, min_pct: float) -> ProfileSummary:
     table = CsvTable(opened, what="a rocprofv3 kernel_trace.csv")
     table.require(REQUIRED)
-    resource_cols = {field: table.first_present(*names) for field, names in _RESOURCE_COLUMNS.items()}
-    lane_cols = [c for c in _LANE_COLUMNS if c in table.header]
-    has_kind = "Kind" in table.header
-    has_dispatch_id = "Dispatch_Id" in table.header
-    has_workgroup = all(c in table.header for c in _WORKGROUP)
+    i_name, i_start, i_end = (table.col(c) for c in REQUIRED)
+    i_kind = table.col("Kind")
+    i_dispatch = table.col("Dispatch_Id")
+    lanes = [i for i in (table.col(c) for c in _LANE_COLUMNS) if i is not None]
+    # (our field, column name, index) for the resource columns this file has
+    resource_cols = [
+        (field, col, table.col(col))
+        for field, names in _RESOURCE_COLUMNS.items()
+        if (col := table.first_present(*names)) is not None
+    ]
+    workgroup = [table.col(c) for c in _WORKGROUP]
+    has_workgroup = all(i is not None for i in workgroup)
+    resource_idx = [i for _, _, i in resource_cols] + (workgroup if has_workgroup else [])
 
     dispatches: list[Dispatch] = []
     skipped: Counter = Counter()
+    # Kernel names repeat on every row and can be kilobytes long: keep one copy of each. A
+    # kernel's resource cells rarely change, so they are parsed (and passed on to the
+    # aggregate, which keeps the maximum) only when they differ from its previous row's.
+    names: dict[str, str] = {}
+    last_cells: dict[str, tuple] = {}
     for line, row in table.rows():
-        if has_kind:
-            kind = row["Kind"].strip()
+        if i_kind is not None:
+            kind = row[i_kind].strip()
             if kind != "KERNEL_DISPATCH":
                 skipped[kind or "(empty Kind)"] += 1
                 continue
-        name = row["Kernel_Name"].strip()
+        name = row[i_name].strip()
         if not name:
             raise ProfileError("empty kernel name", file=table.label, line=line, where="column Kernel_Name",
                                expected="the dispatched kernel's name")
-        start = table.integer(row, "Start_Timestamp", line)
-        end = table.integer(row, "End_Timestamp", line)
+        name = names.setdefault(name, name)
+        start = table.integer(row[i_start], "Start_Timestamp", line)
+        end = table.integer(row[i_end], "End_Timestamp", line)
         if end < start:
             raise ProfileError(f"End_Timestamp {end} is before Start_Timestamp {start}", file=table.label, line=line,
                                expected="End_Timestamp >= Start_Timestamp (ns)")
-        resources = {
-            field: table.integer(row, col, line, optional=True) for field, col in resource_cols.items() if col
-        }
-        if has_workgroup:
-            wg = [table.integer(row, c, line, optional=True) for c in _WORKGROUP]
-            if all(v is not None for v in wg):
-                resources["workgroup_size"] = wg
-        order = table.integer(row, "Dispatch_Id", line, optional=True) if has_dispatch_id else None
+        resources = None
+        cells = tuple(row[i] for i in resource_idx)
+        if last_cells.get(name) != cells:
+            last_cells[name] = cells
+            resources = {field: table.integer(row[i], col, line, optional=True) for field, col, i in resource_cols}
+            if has_workgroup:
+                wg = [table.integer(row[i], c, line, optional=True) for i, c in zip(workgroup, _WORKGROUP)]
+                if all(v is not None for v in wg):
+                    resources["workgroup_size"] = wg
+        order = table.integer(row[i_dispatch], "Dispatch_Id", line, optional=True) if i_dispatch is not None else None
         dispatches.append(
             Dispatch(
                 name=name,
                 dur_ns=end - start,
                 start_ns=start,
                 order=order if order is not None else len(dispatches),
-                lane=tuple(row[c].strip() for c in lane_cols),
-                resources=resources or None,
+                lane=tuple(row[i] for i in lanes),
+                resources=resources,
             )
         )
     if not dispatches:

@@ -20,12 +20,16 @@ is accepted too). Events used, as Kineto writes them on CUDA and ROCm:
 A kernel is linked to its launching op by, in order: its ``External id``; its
 ``correlation`` -> the runtime call -> that call's ``External id`` or enclosing op; the
 ``ac2g`` flow -> the runtime call enclosing the flow start. The launching op is the
-innermost op active at launch; its ``Input Dims`` give the GEMM shape (``gemm_shapes``).
+innermost op active at launch; its ``Input Dims``/``Input type`` give the GEMM shape,
+operand dtype and scale format (``gemm_inputs``).
 
 Segment rule (torch traces): a kernel's segment scope is the innermost ``nn.Module:``
-python_function enclosing its launch, else the outermost ``cpu_op``, else the innermost
-``user_annotation`` other than ``ProfilerStep#N``; kernels launched under the same scope
-instance form one segment. Kernels with no link have no segment.
+python_function enclosing its launch (the runtime call where known, else the op), else
+the outermost ``cpu_op``, else the innermost ``user_annotation`` other than
+``ProfilerStep#N``; kernels launched under the same scope instance form one segment.
+Kernels with no link, or launched under nothing but ``ProfilerStep#N``, have no segment.
+A kernel linked only to ``ProfilerStep#N`` (launched from Python with no op, e.g. Triton)
+has no launching op, hence no shape.
 
 Only ``cat: "kernel"`` events count as GPU time; memcpy/memset events are listed in
 ``skipped``. The whole JSON is parsed at once (bounded by the size limit).
@@ -43,9 +47,10 @@ from typing import Any
 
 from skill_server.profiles.aggregate import Dispatch, scope_segments, summarize
 from skill_server.profiles.errors import ProfileError
-from skill_server.profiles.gemm_shapes import gemm_shape, operand_dtype
+from skill_server.profiles.gemm_inputs import gemm_shape, operand_dtype, scale_format
 from skill_server.profiles.models import ProfileSummary
 from skill_server.profiles.reading import READ_ERRORS, OpenedProfile, SizeLimitExceeded, read_error
+from skill_server.vocabulary import vocabulary
 
 FORMAT = "torch_trace"
 SEGMENT_RULE = (
@@ -181,25 +186,31 @@ class _Trace:
             node = node.parent
         return node
 
-    def launch_op(self, ev: dict, start: int) -> _CpuEvent | None:
+    def launch(self, ev: dict, start: int) -> tuple[_CpuEvent | None, _CpuEvent | None]:
+        """(launching op, anchor) of a kernel. The op (innermost cpu_op or record_function
+        range, never ``ProfilerStep#N``) gives shapes; the anchor, the runtime launch call
+        where it is known and else the op, places the launch in the scope tree, so a kernel
+        launched straight from Python (Triton, FlyDSL) still lands in its nn.Module."""
         args = ev.get("args") or {}
-        op = self.by_external.get(_int_arg(args.get("External id")))
-        if op is not None:
-            return op
         runtime = self.by_correlation.get(_int_arg(args.get("correlation")))
         if runtime is None:
             flow = self.flow_end.get((ev.get("pid"), ev.get("tid"), start))
             begin = self.flow_start.get(flow) if flow is not None else None
             if begin is not None:
                 runtime = self.enclosing(*begin)
-        if runtime is None:
-            return None
-        return self.by_external.get(_int_arg(runtime.args.get("External id"))) or self.op_above(runtime)
+        op = self.by_external.get(_int_arg(args.get("External id")))
+        if op is None and runtime is not None:
+            op = self.by_external.get(_int_arg(runtime.args.get("External id"))) or self.op_above(runtime)
+        if op is not None and _PROFILER_STEP.match(op.name):
+            op = None
+        return op, runtime or op
 
     @staticmethod
-    def scope(op: _CpuEvent) -> _CpuEvent:
+    def scope(anchor: _CpuEvent) -> _CpuEvent | None:
+        """The segment scope: innermost nn.Module, else outermost cpu_op, else innermost
+        record_function range other than ProfilerStep#N, else None."""
         module = outer_cpu_op = annotation = None
-        node: _CpuEvent | None = op
+        node: _CpuEvent | None = anchor
         while node is not None:
             if module is None and node.cat == "python_function" and node.name.startswith(_MODULE_PREFIX):
                 module = node
@@ -208,7 +219,7 @@ class _Trace:
             elif annotation is None and node.cat == "user_annotation" and not _PROFILER_STEP.match(node.name):
                 annotation = node
             node = node.parent
-        return module or outer_cpu_op or annotation or op
+        return module or outer_cpu_op or annotation
 
 
 def _load(opened: OpenedProfile) -> Any:
@@ -250,15 +261,16 @@ def _events(doc: Any, label: str) -> tuple[list, list]:
 
 
 def _device_gen(names: list[str]) -> str | None:
-    """A generation the matcher understands, from one device name (gfx arch or product name)."""
+    """The generation of the (single) device, as a name the matcher's vocabulary knows
+    (a gfx arch, a product such as MI355X or H200), else None."""
     if len(set(names)) != 1:
         return None
     name = names[0]
-    found = re.search(r"\bgfx[0-9a-f]{3,4}\b", name, re.IGNORECASE) or re.search(r"\bMI\d{3}[A-Z]{0,2}\b", name)
-    if found:
-        return found.group(0)
-    product = re.sub(r"^(NVIDIA|AMD( Instinct)?|Tesla)\s+", "", name).strip()
-    return product or None
+    candidates = [m.group(0) for m in (re.search(r"\bgfx[0-9a-f]{3,4}\b", name, re.IGNORECASE),
+                                        re.search(r"\bMI\d{3}[A-Z]{0,2}\b", name)) if m]
+    candidates += [re.sub(r"^(NVIDIA|AMD( Instinct)?|Tesla)\s+", "", name).strip(), name]
+    vocab = vocabulary()
+    return next((c for c in candidates if c and vocab.is_known_generation(c)), None)
 
 
 def _resources(args: dict, runtime_lds: int | None) -> dict[str, Any] | None:
@@ -291,28 +303,37 @@ def parse(opened: OpenedProfile, *, top: int, min_pct: float) -> ProfileSummary:
     unlinked = 0
     for order, (_, ev, start, dur) in enumerate(trace.kernels):
         args = ev.get("args") or {}
-        op = trace.launch_op(ev, start)
+        op, anchor = trace.launch(ev, start)
         runtime = trace.by_correlation.get(_int_arg(args.get("correlation")))
         d = Dispatch(
             name=ev["name"].strip(), dur_ns=dur, start_ns=start, order=order,
             resources=_resources(args, _int_arg(runtime.args.get("shared memory")) if runtime else None),
         )
-        if op is None:
+        if anchor is None:
             unlinked += 1
         else:
-            scope = trace.scope(op)
+            scope = trace.scope(anchor)
+            if scope is not None:
+                d.scope, d.scope_name = scope.index, scope.name
+        if op is not None:
             dims, types = op.args.get("Input Dims"), op.args.get("Input type")
-            d.scope, d.scope_name = scope.index, scope.name
             d.launch_op = op.name
             d.launch_dims = dims if isinstance(dims, list) else None
             d.launch_types = [str(t) for t in types] if isinstance(types, list) else None
             d.shape = gemm_shape(op.name, dims)
             if d.shape is not None:
                 d.shape_op = op.name
-                d.dtype = operand_dtype(op.name, types)
+                dtype = operand_dtype(op.name, types)
+                fmt = scale_format(op.name, dims, types, d.shape)
+                # only names the matcher's vocabulary knows: an unknown one would fail the match
+                d.dtype = dtype if dtype and vocabulary().is_known_dtype(dtype) else None
+                d.scale_format = fmt if fmt and vocabulary().is_known_scale_format(fmt) else None
         dispatches.append(d)
     names = [str(p["name"]) for p in props if isinstance(p, dict) and p.get("name")]
+    gen = _device_gen(names)
     notes = []
+    if names and gen is None:
+        notes.append(f"device {', '.join(sorted(set(names)))} is not one known generation: hotspot.gen left empty")
     if unlinked:
         notes.append(f"{unlinked} of {len(dispatches)} kernel launches could not be linked to a CPU op "
                      "(no External id, correlation or ac2g flow match): no shape or segment for those")
@@ -328,6 +349,6 @@ def parse(opened: OpenedProfile, *, top: int, min_pct: float) -> ProfileSummary:
         min_pct=min_pct,
         skipped=dict(trace.skipped),
         device_names=sorted(set(names)),
-        gen=_device_gen(names),
+        gen=gen,
         notes=notes,
     )

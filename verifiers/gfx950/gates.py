@@ -16,9 +16,19 @@ reason, never a PASS.
 """
 from __future__ import annotations
 
-from typing import Literal
+import math
+import os
+import re
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from verifiers.gfx950 import isa as _isa
+
+if TYPE_CHECKING:  # pragma: no cover
+    from verifiers.gfx950.compile import CompileArtifacts
+    from verifiers.gfx950.isa import KernelArtifacts
+    from verifiers.gfx950.targets import CompileTarget
 
 GateStatus = Literal["PASS", "FAIL", "SKIPPED"]
 GATE_NAMES = (
@@ -51,9 +61,13 @@ class GateSpec(BaseModel):
                     i32 0x7F7F7F7F) in the IR call (the software block-scale contract);
       'real'      - must appear with real (non-constant) scale operands (mxfp8 kernels);
       'any'       - not checked.
-    require_fp32_promote: the fp8 MFMA results must be scaled in fp32 software: every
-      fp8 MFMA call result in the IR flows into an fp32 multiply / fma (through
-      extract/shuffle/bitcast), and the ISA holds fp32 fma/mul instructions.
+    require_fp32_promote: the fp8 MFMA results must be scaled in fp32 software, per K
+      block: in the IR every fp8 MFMA chain starts from a zero accumulator, accumulates at
+      most ``promote_max_chain`` MFMAs (1 for a 16x16x128 MFMA and a 128-K scale block),
+      and its result flows (through shuffles / extracts / bitcasts) into an f32 ``fmul`` or
+      ``llvm.fma``; and in the ISA the fp32 FMAs write at least 2 values per fp8 MFMA
+      (a 16x16 MFMA leaves 4 per lane; an epilogue-only scale leaves far fewer).
+    promote_max_chain: see require_fp32_promote.
     max_scratch_bytes: private segment bytes allowed (0: no spills, no stack).
     max_vgpr / max_agpr: architected VGPR / AccVGPR budgets (None: unchecked).
     max_lds_bytes: static LDS per workgroup budget (None: unchecked).
@@ -71,6 +85,7 @@ class GateSpec(BaseModel):
     forbidden_ir: tuple[str, ...] = ()
     scaled_mfma: Literal["forbidden", "pinned", "real", "any"] = "any"
     require_fp32_promote: bool = False
+    promote_max_chain: int = 1
     max_scratch_bytes: int = 0
     max_vgpr: int | None = None
     max_agpr: int | None = None
@@ -152,9 +167,218 @@ class GateReport(BaseModel):
         return bool(self.holds) if self.negative else self.status == "PASS"
 
 
-def run_gates(artifacts, spec: GateSpec) -> GateReport:  # noqa: ANN001 - CompileArtifacts
+LDS_PER_CU = 160 * 1024  # gfx950
+REGS_PER_SIMD_LANE = 512  # unified VGPR + AGPR file per SIMD lane (wave64)
+MAX_WAVES_PER_SIMD = 8
+
+
+def occupancy(res: _isa.KernelResources, waves_per_workgroup: int | None = None) -> Occupancy:
+    """Waves per SIMD on gfx950 from registers and LDS (see ``Occupancy``)."""
+    unified = res.accum_offset + res.agpr if res.agpr else max(res.accum_offset, res.next_free_vgpr)
+    granule = max(8, math.ceil(unified / 8) * 8)
+    by_regs = min(MAX_WAVES_PER_SIMD, REGS_PER_SIMD_LANE // granule)
+    wpw = waves_per_workgroup
+    if wpw is None and res.workgroup_size:
+        wpw = max(1, math.ceil(res.workgroup_size / res.wavefront_size))
+    by_lds = None
+    if res.lds_bytes and wpw:
+        by_lds = (LDS_PER_CU // res.lds_bytes) * wpw / 4
+    waves = float(by_regs) if by_lds is None else min(float(by_regs), by_lds)
+    return Occupancy(
+        kernel=res.kernel,
+        unified_vgprs=unified,
+        by_registers=by_regs,
+        by_lds=by_lds,
+        waves_per_workgroup=wpw,
+        waves_per_simd=waves,
+    )
+
+
+def _result(name: str, ok: bool, detail: str, evidence: list[str] | None = None) -> GateResult:
+    return GateResult(name=name, status="PASS" if ok else "FAIL", detail=detail, evidence=evidence or [])
+
+
+def _gate_kernel(k: "KernelArtifacts", spec: GateSpec) -> list[GateResult]:
+    """All gates for one kernel (names are the module's GATE_NAMES)."""
+    body = _isa.kernel_body(k.isa, k.kernel) or k.isa
+    ir = k.llvm_ir
+    res = k.resources
+    out: list[GateResult] = []
+    tag = f"[{k.kernel}] "
+
+    # required / forbidden instruction patterns
+    if spec.required:
+        missing = [rx for rx in spec.required if not _isa.grep(body, rx)]
+        counts = [f"{rx}: {len(_isa.grep(body, rx))} lines" for rx in spec.required]
+        out.append(_result("required", not missing, tag + (f"missing {missing}" if missing else "all present"), counts))
+    if spec.forbidden:
+        hits = [f"{rx} -> {line}" for rx in spec.forbidden for line in _isa.first(_isa.grep(body, rx), 5)]
+        out.append(_result("forbidden", not hits, tag + (f"{len(hits)} forbidden lines" if hits else "none found"), hits))
+    if spec.required_ir or spec.forbidden_ir:
+        if not ir:
+            out.append(GateResult(name="required_ir", status="FAIL", detail=tag + "no LLVM IR captured"))
+        else:
+            ir_lines = ir.splitlines()
+            miss = [rx for rx in spec.required_ir if not any(re.search(rx, ln) for ln in ir_lines)]
+            if spec.required_ir:
+                out.append(_result("required_ir", not miss, tag + (f"missing {miss}" if miss else "all present")))
+            if spec.forbidden_ir:
+                bad = [ln.strip()[:200] for rx in spec.forbidden_ir for ln in ir_lines if re.search(rx, ln)]
+                out.append(_result("forbidden_ir", not bad, tag + f"{len(bad)} forbidden IR lines", _isa.first(bad, 5)))
+
+    # scaled MFMA use
+    isa_scaled = _isa.grep(body, _isa.SCALED_MFMA.pattern)
+    calls = _isa.scaled_mfma_calls(ir) if ir else _isa.ScaledMfmaSummary()
+    scaled = calls.scaled
+    summary = (
+        f"ISA v_mfma_scale_*: {len(isa_scaled)}; IR mfma.scale calls: {len(calls.calls)} "
+        f"({len(calls.unscaled)} with both scales 0 = unscaled MFMA)"
+    )
+    kinds = sorted({(c.scale_a_kind, c.scale_b_kind) for c in scaled})
+    if spec.scaled_mfma == "any":
+        out.append(_result("scaled_mfma", True, tag + "not checked; " + summary))
+    elif spec.scaled_mfma == "forbidden":
+        out.append(_result("scaled_mfma", not isa_scaled, tag + summary, _isa.first(isa_scaled, 5)))
+    elif spec.scaled_mfma == "pinned":
+        if isa_scaled and not ir:
+            out.append(GateResult(
+                name="scaled_mfma", status="FAIL", detail=tag + summary + "; no IR to prove the scales are pinned",
+                evidence=_isa.first(isa_scaled, 5)))
+        else:
+            bad = [c for c in scaled if c.scale_a_kind != "pinned" or c.scale_b_kind != "pinned"]
+            ev = [f"scale_a={c.scale_a} ({c.scale_a_kind}), scale_b={c.scale_b} ({c.scale_b_kind}): {c.line[:220]}"
+                  for c in _isa.first(bad, 5)]
+            detail = summary + (f"; {len(bad)} calls with non-1.0 scale operands {kinds}" if bad else
+                                "; every scaled call pinned to E8M0 1.0 (0x7F7F7F7F)" if scaled else "")
+            out.append(_result("scaled_mfma", not bad, tag + detail, ev))
+    else:  # real
+        real = [c for c in scaled if c.scale_a_kind == "real" and c.scale_b_kind == "real"]
+        out.append(_result(
+            "scaled_mfma", bool(real) and bool(isa_scaled),
+            tag + summary + f"; {len(real)} calls with both scale operands real", [c.line[:220] for c in real[:3]]))
+
+    # software fp32 promote
+    if spec.require_fp32_promote:
+        if not ir:
+            out.append(GateResult(name="fp32_promote", status="FAIL", detail=tag + "no LLVM IR captured"))
+        else:
+            p = _isa.promote_summary(ir, body)
+            max_chain = "unbounded (loop-carried accumulator)" if p.max_chain >= 10**9 else str(p.max_chain)
+            # a finite chain depth means the chain is rooted at a constant (zero) accumulator
+            ok = (
+                p.fp8_mfma > 0
+                and p.max_chain <= spec.promote_max_chain
+                and p.promoted_chains > 0
+                and not p.unpromoted
+                and p.isa_fp8_mfma > 0
+                and p.isa_fma_values >= 2 * p.isa_fp8_mfma
+            )
+            detail = (
+                f"IR: {p.fp8_mfma} fp8 MFMA calls, {p.chain_starts} from a zero accumulator, longest chain "
+                f"{max_chain} (allowed {spec.promote_max_chain}), {p.promoted_chains} chain results reach an "
+                f"fp32 fmul/fma; ISA: {p.isa_fp8_mfma} fp8 MFMAs, {p.isa_fma_values} fp32 FMA values "
+                f"(need >= {2 * p.isa_fp8_mfma})"
+            )
+            out.append(_result("fp32_promote", ok, tag + detail, p.unpromoted))
+
+    # resources
+    scratch = _isa.scratch_instructions(body)
+    ok = res.scratch_bytes <= spec.max_scratch_bytes and (spec.max_scratch_bytes > 0 or not scratch)
+    out.append(_result(
+        "scratch", ok,
+        tag + f"private segment {res.scratch_bytes} B (max {spec.max_scratch_bytes}), vgpr spills {res.vgpr_spill}, "
+        f"sgpr spills {res.sgpr_spill}, {len(scratch)} scratch instructions",
+        _isa.first(scratch, 8)))
+    if spec.max_vgpr is not None:
+        out.append(_result("vgpr", res.vgpr <= spec.max_vgpr, tag + f"{res.vgpr} VGPRs (max {spec.max_vgpr})"))
+    if spec.max_agpr is not None:
+        out.append(_result("agpr", res.agpr <= spec.max_agpr, tag + f"{res.agpr} AGPRs (max {spec.max_agpr})"))
+    if spec.max_lds_bytes is not None:
+        out.append(_result(
+            "lds", res.lds_bytes <= spec.max_lds_bytes, tag + f"{res.lds_bytes} B static LDS (max {spec.max_lds_bytes})"))
+    occ = occupancy(res, spec.waves_per_workgroup)
+    occ_txt = (
+        f"{occ.waves_per_simd:g} waves/SIMD (registers: {occ.by_registers} from {occ.unified_vgprs} unified VGPRs; "
+        f"LDS: {'unlimited' if occ.by_lds is None else f'{occ.by_lds:g}'})"
+    )
+    if spec.min_waves_per_simd is not None:
+        out.append(_result(
+            "occupancy", occ.waves_per_simd >= spec.min_waves_per_simd,
+            tag + occ_txt + f", need >= {spec.min_waves_per_simd}"))
+    else:
+        out.append(GateResult(name="occupancy", status="PASS", detail=tag + occ_txt + " (reported, no floor)"))
+    return out
+
+
+def _merge(results: list[GateResult]) -> list[GateResult]:
+    """One result per gate name across kernels: FAIL if any kernel failed."""
+    merged: dict[str, GateResult] = {}
+    for r in results:
+        if r.name not in merged:
+            merged[r.name] = r.model_copy(deep=True)
+            continue
+        m = merged[r.name]
+        m.detail += " | " + r.detail
+        m.evidence += r.evidence
+        if r.status == "FAIL":
+            m.status = "FAIL"
+    return sorted(merged.values(), key=lambda g: GATE_NAMES.index(g.name) if g.name in GATE_NAMES else 99)
+
+
+def run_gates(artifacts: "CompileArtifacts", spec: GateSpec) -> GateReport:
     """Check one compile (``compile.CompileArtifacts``) against ``spec``."""
-    raise NotImplementedError
+    base = dict(
+        folder=artifacts.folder,
+        target=artifacts.target,
+        compile_seconds=artifacts.compile_seconds,
+        cache_hit=artifacts.cache_hit,
+        flydsl_version=artifacts.flydsl_version,
+        artifacts_dir=artifacts.artifacts_dir,
+    )
+    if artifacts.status == "skipped":
+        return GateReport(**base, status="SKIPPED", reason=artifacts.reason,
+                          gates=[GateResult(name="compiled", status="SKIPPED", detail=artifacts.reason or "")])
+    if artifacts.status == "error":
+        return GateReport(**base, status="FAIL", reason="compile failed",
+                          gates=[GateResult(name="compiled", status="FAIL", detail=(artifacts.reason or "")[-3000:])])
+    kernels = artifacts.kernels
+    if spec.kernel:
+        kernels = [k for k in kernels if re.search(spec.kernel, k.kernel)]
+    if not kernels:
+        names = [k.kernel for k in artifacts.kernels]
+        return GateReport(**base, status="FAIL", reason=f"no kernel matches {spec.kernel!r} in {names}",
+                          gates=[GateResult(name="compiled", status="FAIL", detail=f"kernels: {names}")])
+    results = [GateResult(name="compiled", status="PASS", detail=f"{len(kernels)} kernel(s): {[k.kernel for k in kernels]}")]
+    for k in kernels:
+        results += _gate_kernel(k, spec)
+    gates = _merge(results)
+    mfma: dict[str, int] = {}
+    for k in kernels:
+        for name, n in _isa.mfma_kinds(_isa.kernel_body(k.isa, k.kernel) or k.isa).items():
+            mfma[name] = mfma.get(name, 0) + n
+    status = "FAIL" if any(g.status == "FAIL" for g in gates) else "PASS"
+    return GateReport(
+        **base,
+        status=status,
+        gates=gates,
+        resources=[k.resources.model_dump() for k in kernels],
+        occupancy=[occupancy(k.resources, spec.waves_per_workgroup) for k in kernels],
+        mfma=mfma,
+    )
+
+
+def _finish(report: GateReport, t: "CompileTarget", negative: bool) -> GateReport:
+    report.description = t.description
+    report.config = dict(t.config)
+    report.negative = negative
+    if negative:
+        report.expect_fail = list(t.expect_fail)
+        if report.status != "SKIPPED":
+            failed = set(report.failed)
+            report.holds = (set(t.expect_fail) <= failed) if t.expect_fail else bool(failed)
+            if "compiled" in failed:
+                report.holds = False  # a variant that does not even compile proves nothing
+    return report
 
 
 def check_kernel(
@@ -163,13 +387,28 @@ def check_kernel(
     use_cache: bool = True,
     *,
     include_negative: bool = False,
+    jobs: int | None = None,
 ) -> list[GateReport]:
     """Compile (cached, in a subprocess) and gate the targets of ``kernels/<folder>``.
 
     target: one target name (positive or negative); None: every TARGETS entry, plus the
       NEGATIVE_TARGETS when ``include_negative``.
+    jobs: compiles run in parallel subprocesses (default: min(2, CPUs)).
     Returns one GateReport per target; a missing flydsl / ld.lld yields SKIPPED reports.
     Raises NoTargetsError when the folder has no gfx950_targets.py, KeyError for an unknown
     target name.
     """
-    raise NotImplementedError
+    from verifiers.gfx950.targets import load_targets
+
+    decl = load_targets(folder)
+    if target is not None:
+        t, neg = decl.get(target)
+        todo = [(t, neg)]
+    else:
+        todo = [(t, False) for t in decl.targets]
+        if include_negative:
+            todo += [(t, True) for t in decl.negative]
+    from verifiers.gfx950.compile import compile_targets
+
+    arts = compile_targets(folder, [t.name for t, _ in todo], use_cache=use_cache, jobs=jobs)
+    return [_finish(run_gates(arts[t.name], t.gates), t, neg) for t, neg in todo]

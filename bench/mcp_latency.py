@@ -1,0 +1,372 @@
+"""MCP server latency: cold start to the first answered ``match_skill`` over stdio, and
+``match_skill`` round trips over stdio and HTTP. CPU only; not a GPU benchmark.
+
+    python bench/mcp_latency.py [--calls 500] [--starts 5] [--out bench/results] [--smoke]
+
+Two kinds of client, reported separately:
+- raw: a minimal JSON-RPC client (one line per message over stdio; keep-alive POSTs over
+  HTTP). It measures the server and the transport.
+- sdk: the official Python SDK client (``mcp.Client``). It also validates every
+  structured result against the tool's outputSchema with ``jsonschema``, which costs the
+  client several milliseconds per call; agents' own clients may or may not do that.
+
+Cold start is measured from just before the process is spawned to the reply of the first
+``tools/call match_skill`` (after ``initialize``), with the raw client. The server
+process's CPU time over its whole life is reported beside it (on a loaded machine wall
+time stretches; CPU time does not). A start-up profile (``-X importtime``, self time per
+top-level package) says where the time goes.
+
+Figures go to <out>/mcp_latency.json and <out>/mcp_latency.md; a short table is printed last.
+"""
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+HOTSPOT = {"op_name": "gemm_a8w8_blockscale_kernel", "gen": "MI355X", "dtype": "fp8_e4m3",
+           "scale_format": "fp32_block", "regime": "prefill", "shape": {"M": 4096, "N": 2048, "K": 7168}}
+INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def call_msg(i: int) -> dict:
+    return {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "match_skill", "arguments": {"hotspot": HOTSPOT}}}
+
+
+def server_cmd() -> list[str]:
+    exe = shutil.which("skill-server")
+    return [exe] if exe else [sys.executable, "-m", "skill_server.cli"]
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(q / 100 * (len(s) - 1))))]
+
+
+# ---------------------------------------------------------------------- raw stdio
+class RawStdio:
+    def __init__(self, cmd: list[str] | None = None):
+        self.proc = subprocess.Popen(cmd or [*server_cmd(), "serve", "--quiet"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+
+    def request(self, msg: dict) -> dict:
+        self.proc.stdin.write(json.dumps(msg) + "\n")
+        self.proc.stdin.flush()
+        if "id" not in msg:
+            return {}
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"server exited: {self.proc.stderr.read()}")
+            reply = json.loads(line)
+            if reply.get("id") == msg["id"]:
+                if "error" in reply or reply["result"].get("isError"):
+                    raise RuntimeError(f"error reply: {line[:300]}")
+                return reply
+
+    def close(self) -> str:
+        self.proc.stdin.close()
+        err = self.proc.stderr.read()
+        self.proc.wait(timeout=30)
+        return err
+
+
+def cold_start(runs: int) -> dict:
+    walls, inits, cpus = [], [], []
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        s = RawStdio()
+        s.request(INIT)
+        t_init = time.perf_counter()
+        s.request(INITIALIZED)
+        s.request(call_msg(1))
+        t1 = time.perf_counter()
+        s.close()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        walls.append(t1 - t0)
+        inits.append(t_init - t0)
+        cpus.append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
+    return {"runs": runs, "first_answer_s": walls, "initialize_s": inits, "server_cpu_s": cpus,
+            "first_answer_median_s": statistics.median(walls), "server_cpu_median_s": statistics.median(cpus)}
+
+
+def stdio_round_trips(calls: int) -> list[float]:
+    s = RawStdio()
+    s.request(INIT)
+    s.request(INITIALIZED)
+    for i in range(20):  # warm up
+        s.request(call_msg(10_000 + i))
+    times = []
+    for i in range(calls):
+        t = time.perf_counter()
+        s.request(call_msg(i + 1))
+        times.append(time.perf_counter() - t)
+    s.close()
+    return times
+
+
+# ----------------------------------------------------------------------- raw HTTP
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RawHttp:
+    def __init__(self, port: int, token: str):
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        self.headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                        "Authorization": f"Bearer {token}"}
+
+    def request(self, msg: dict) -> dict:
+        self.conn.request("POST", "/mcp", body=json.dumps(msg), headers=self.headers)
+        resp = self.conn.getresponse()
+        body = resp.read().decode()
+        if resp.status >= 300:
+            raise RuntimeError(f"HTTP {resp.status}: {body[:300]}")
+        if sid := resp.getheader("mcp-session-id"):
+            self.headers["mcp-session-id"] = sid
+            self.headers["mcp-protocol-version"] = INIT["params"]["protocolVersion"]
+        if "id" not in msg:
+            return {}
+        for line in body.splitlines():  # an SSE stream or plain JSON
+            data = line[5:].strip() if line.startswith("data:") else line.strip()
+            if data.startswith("{"):
+                reply = json.loads(data)
+                if reply.get("id") == msg["id"]:
+                    if "error" in reply or reply["result"].get("isError"):
+                        raise RuntimeError(f"error reply: {data[:300]}")
+                    return reply
+        raise RuntimeError(f"no reply to {msg['id']} in {body[:300]}")
+
+
+def start_http(token: str) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    proc = subprocess.Popen([*server_cmd(), "serve", "--transport", "http", "--port", str(port), "--quiet"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "SKILL_SERVER_TOKEN": token})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc, port
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(proc.stderr.read())
+            time.sleep(0.05)
+    raise TimeoutError("HTTP server did not start")
+
+
+def http_round_trips(calls: int, port: int, token: str) -> list[float]:
+    c = RawHttp(port, token)
+    c.request(INIT)
+    c.request(INITIALIZED)
+    for i in range(20):
+        c.request(call_msg(10_000 + i))
+    times = []
+    for i in range(calls):
+        t = time.perf_counter()
+        c.request(call_msg(i + 1))
+        times.append(time.perf_counter() - t)
+    return times
+
+
+# ------------------------------------------------------------------- SDK clients
+def sdk_round_trips(calls: int, port: int | None, token: str) -> list[float]:
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    async def run() -> list[float]:
+        if port is None:
+            cmd = server_cmd()
+            target = StdioServerParameters(command=cmd[0], args=[*cmd[1:], "serve", "--quiet"])
+            return await loop(Client(target))
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+            return await loop(Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)))
+
+    async def loop(client) -> list[float]:
+        async with client as c:
+            for _ in range(20):
+                await c.call_tool("match_skill", {"hotspot": HOTSPOT})
+            times = []
+            for _ in range(calls):
+                t = time.perf_counter()
+                r = await c.call_tool("match_skill", {"hotspot": HOTSPOT})
+                times.append(time.perf_counter() - t)
+                assert not r.is_error
+            return times
+
+    return anyio.run(run)
+
+
+# --------------------------------------------------------------- start-up profile
+def startup_profile() -> dict:
+    """Self import time per top-level package in a fresh ``serve`` process (ms)."""
+    s = RawStdio([sys.executable, "-X", "importtime", "-m", "skill_server.cli", "serve", "--quiet"])
+    s.request(INIT)
+    s.request(INITIALIZED)
+    s.request(call_msg(1))
+    log = s.close()
+    per_pkg: dict[str, float] = defaultdict(float)
+    for m in re.finditer(r"^import time:\s*(\d+) \|\s*\d+ \|\s*(\S+)", log, re.M):
+        per_pkg[m.group(2).split(".")[0]] += int(m.group(1)) / 1000
+    top = sorted(per_pkg.items(), key=lambda kv: -kv[1])
+    return {"import_ms_total": round(sum(per_pkg.values()), 1), "import_ms_by_package": {k: round(v, 1) for k, v in top[:15]}}
+
+
+def in_process_build() -> dict:
+    """Time the steps after imports, in this process (already warm imports excluded)."""
+    code = r"""
+import time, json
+t0 = time.perf_counter()
+import mcp.server
+t1 = time.perf_counter()
+from skill_server.service import SkillService
+svc = SkillService()
+t2 = time.perf_counter()
+from skill_server.mcp_app import build_server
+t3 = time.perf_counter()
+build_server(svc)
+t4 = time.perf_counter()
+print(json.dumps({"import_mcp_s": t1 - t0, "service_and_catalog_s": t2 - t1, "import_adapters_s": t3 - t2,
+                  "build_server_s": t4 - t3}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return {k: round(v, 3) for k, v in json.loads(out).items()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--calls", type=int, default=500)
+    ap.add_argument("--starts", type=int, default=5)
+    ap.add_argument("--out", default=str(REPO / "bench" / "results"))
+    ap.add_argument("--smoke", action="store_true", help="few calls and starts, to check the script")
+    ap.add_argument("--no-sdk", action="store_true", help="skip the SDK-client figures")
+    args = ap.parse_args()
+    calls, starts = (30, 1) if args.smoke else (args.calls, args.starts)
+    token = "bench-token"
+    load_before = os.getloadavg()
+
+    result: dict = {
+        "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
+                    "platform": platform.platform(), "loadavg_before": [round(x, 2) for x in load_before]},
+        "calls": calls,
+    }
+    result["cold_start"] = cold_start(starts)
+    result["startup_profile"] = startup_profile()
+    result["in_process_build"] = in_process_build()
+    trips = {"raw stdio": stdio_round_trips(calls)}
+    proc, port = start_http(token)
+    try:
+        trips["raw HTTP"] = http_round_trips(calls, port, token)
+        if not args.no_sdk:
+            trips["sdk stdio"] = sdk_round_trips(calls, None, token)
+            trips["sdk HTTP"] = sdk_round_trips(calls, port, token)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    result["round_trip_ms"] = {k: {"p50": round(pct(v, 50) * 1e3, 3), "p99": round(pct(v, 99) * 1e3, 3),
+                                   "mean": round(statistics.fmean(v) * 1e3, 3), "n": len(v)} for k, v in trips.items()}
+    result["machine"]["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    name = "mcp_latency_smoke" if args.smoke else "mcp_latency"
+    (out / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out / f"{name}.md").write_text(render_md(result))
+    print(render_table(result))
+    return 0
+
+
+def render_table(r: dict) -> str:
+    cs = r["cold_start"]
+    lines = [f"cold start -> first match_skill (stdio, raw): median {cs['first_answer_median_s']:.3f} s wall, "
+             f"server CPU {cs['server_cpu_median_s']:.3f} s   (goal <= 1.5 s)",
+             f"{'transport/client':<18}{'p50 ms':>10}{'p99 ms':>10}{'mean ms':>10}{'n':>6}"]
+    for k, v in r["round_trip_ms"].items():
+        lines.append(f"{k:<18}{v['p50']:>10.3f}{v['p99']:>10.3f}{v['mean']:>10.3f}{v['n']:>6}")
+    return "\n".join(lines)
+
+
+def render_md(r: dict) -> str:
+    m, cs, sp, ib = r["machine"], r["cold_start"], r["startup_profile"], r["in_process_build"]
+    rows = "\n".join(f"| {k} | {v['p50']:.3f} | {v['p99']:.3f} | {v['mean']:.3f} | {v['n']} |"
+                     for k, v in r["round_trip_ms"].items())
+    pkgs = "\n".join(f"| {k} | {v:.0f} |" for k, v in sp["import_ms_by_package"].items())
+    runs = ", ".join(f"{x:.3f}" for x in cs["first_answer_s"])
+    cpus = ", ".join(f"{x:.3f}" for x in cs["server_cpu_s"])
+    return f"""# MCP server latency
+
+- command: `{r['command']}`
+- date: {r['date']}
+- machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, {m['platform']}
+- load average before / after: {m['loadavg_before']} / {m['loadavg_after']} (other jobs share this machine)
+
+## Cold start to the first answered `match_skill` (stdio, raw client)
+
+From just before the process is spawned to the reply of the first `tools/call`, after `initialize`.
+
+| | median | runs |
+|---|---|---|
+| wall, s | {cs['first_answer_median_s']:.3f} | {runs} |
+| server CPU (user+sys, whole life), s | {cs['server_cpu_median_s']:.3f} | {cpus} |
+
+Goal: first answer <= 1.5 s.
+
+### Where start-up time goes
+
+Self import time per top-level package in one `serve` process (`-X importtime`, ms; total {sp['import_ms_total']:.0f} ms):
+
+| package | ms |
+|---|---|
+{pkgs}
+
+Steps in a fresh process (s): {', '.join(f'{k} {v}' for k, v in ib.items())}
+
+## `match_skill` round trip, {r['calls']} calls each (after 20 warm-up calls)
+
+| transport / client | p50 ms | p99 ms | mean ms | n |
+|---|---|---|---|---|
+{rows}
+
+raw = minimal JSON-RPC client (server + transport cost); sdk = `mcp.Client`, which also validates each
+structured result against the outputSchema with `jsonschema` on the client side.
+Goal: p50 <= 5 ms over stdio.
+"""
+
+
+if __name__ == "__main__":
+    sys.exit(main())

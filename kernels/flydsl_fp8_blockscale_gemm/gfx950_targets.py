@@ -1,0 +1,129 @@
+"""Static gfx950 gates for the FlyDSL block-scale fp8 GEMM (``flydsl_gemm``).
+
+Each target compiles the 4-wave software-promote core for one of the card's configs at a
+real card shape (``N`` and ``K`` are compile-time; ``M`` is a runtime argument, so a small
+placeholder ``M`` gives the same code). The gates state the card's static claims:
+
+* the fp8 MFMA is the CDNA4 16x16x128 one, and any scaled MFMA has both scales pinned to
+  E8M0 1.0 (never an arbitrary fp32 block scale folded into the hardware scale);
+* the fp32 promote is in software, once per 128-K block (every MFMA starts from a zero
+  partial that is multiplied into the fp32 accumulator);
+* no scratch (the card: anything past ``t64x256x128 wpe2`` spills and runs 3-10x slower),
+  the register file fits 2 waves per SIMD, static LDS stays within the 2-stage A buffer.
+
+NEGATIVE_TARGETS are deliberately wrong variants that the gates must catch.
+Importing this module imports neither torch nor flydsl.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from types import MappingProxyType
+
+from verifiers.gfx950 import CompileTarget, GateSpec
+
+from .flydsl_gemm import CARD_CONFIG, BlockscaleConfig, describe
+
+#: a runtime-M placeholder: M only bounds buffers, the compiled code does not depend on it
+PLACEHOLDER_M = 256
+
+#: card shapes the targets compile at (N, K); labels are provenance only
+Q_UP = (65536, 1536)  # wide-N, 512 MiB C: xcd8 is the validated lever
+DOWN_PROJ = (7168, 768)  # K-light, grid-saturated: tile_n=256/tile_k=128 is the lever
+ODD_N = (384, 768)  # N % 256 != 0: config_for falls back to tile_n=128 (the problem's smoke shape)
+
+BASE_GATES = GateSpec(
+    required=(
+        r"^v_mfma(_scale)?_f32_16x16x128_f8f6f4\b",  # CDNA4 fp8 MFMA, K=128 per instruction
+        r"^v_(pk_)?fma_f32\b",  # the promote's fp32 FMA
+        r"^v_cvt_pk_bf16_f32\b",  # bf16 output
+        r"^buffer_load_dwordx4\b.*\blds\b",  # A staged by the gfx950 buffer->LDS DMA (async copy)
+    ),
+    forbidden=(
+        r"^v_mfma_f32_16x16x32_(fp8|bf8)",  # the CDNA3 fp8 MFMA: wrong arch path
+        r"^v_mfma_f32_32x32x64_f8f6f4\b",  # not this core's MFMA shape
+    ),
+    scaled_mfma="pinned",
+    require_fp32_promote=True,
+    promote_max_chain=1,
+    max_scratch_bytes=0,
+    max_vgpr=256,
+    max_agpr=256,
+    max_lds_bytes=32 * 1024,  # two 64x128 fp8 A stages = 16 KiB; the card's tile never needs more
+    min_waves_per_simd=2,  # waves_per_eu=2: the register budget the card validated
+)
+
+
+def _target(
+    name: str,
+    shape: tuple[int, int],
+    cfg: BlockscaleConfig,
+    description: str,
+    gates: GateSpec = BASE_GATES,
+    expect_fail: tuple[str, ...] = (),
+) -> CompileTarget:
+    n, k = shape
+
+    def make():
+        from .flydsl_gemm import compile_args
+
+        return compile_args(PLACEHOLDER_M, n, k, cfg)
+
+    return CompileTarget(
+        name=name,
+        make=make,
+        gates=gates,
+        description=description,
+        config=MappingProxyType({"N": n, "K": k, **describe(cfg)}),
+        expect_fail=expect_fail,
+    )
+
+
+TARGETS = [
+    _target(
+        "t64x256x128_wpe2_xcd8_qup",
+        Q_UP,
+        replace(CARD_CONFIG, xcd_swizzle=8),
+        "card winner for wide-N (N=65536, K=1536): 4-wave t64x256x128 wpe2 + XCD swizzle 8",
+    ),
+    _target(
+        "t64x256x128_wpe2_xcd0_qup",
+        Q_UP,
+        CARD_CONFIG,
+        "xcd0 ablation arm of the wide-N shape (same code minus the CTA remap)",
+    ),
+    _target(
+        "t64x256x128_wpe2_xcd0_down",
+        DOWN_PROJ,
+        CARD_CONFIG,
+        "K-light (N=7168, K=768): 4-wave t64x256x128 wpe2; XCD non-load-bearing here",
+    ),
+    _target(
+        "t64x128x128_wpe2_xcd8_oddn",
+        ODD_N,
+        replace(CARD_CONFIG, tile_n=128, xcd_swizzle=8),
+        "tile_n=128 (the card's other swept tile_n), used by config_for when N % 256 != 0",
+    ),
+    _target(
+        "t64x256x128_wpe2_pinned_down",
+        DOWN_PROJ,
+        replace(CARD_CONFIG, mfma="pinned"),
+        "same core through the scaled MFMA with both E8M0 scales pinned to 1.0 (0x7F7F7F7F)",
+    ),
+]
+
+NEGATIVE_TARGETS = [
+    _target(
+        "neg_hw_b_scale_down",
+        DOWN_PROJ,
+        replace(CARD_CONFIG, scale_mode="hw_b_scale"),
+        "WRONG on purpose: B block scale folded into the scaled MFMA as an E8M0 exponent",
+        expect_fail=("scaled_mfma",),
+    ),
+    _target(
+        "neg_wpe3_spill_down",
+        DOWN_PROJ,
+        replace(CARD_CONFIG, waves_per_eu=3),
+        "WRONG on purpose: waves_per_eu=3 squeezes the two-level accumulator into 168 VGPRs -> spills",
+        expect_fail=("scratch",),
+    ),
+]

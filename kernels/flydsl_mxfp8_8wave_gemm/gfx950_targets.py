@@ -1,0 +1,104 @@
+"""Static gfx950 gates for the mxfp8 kernel: the opposite expectation from the block-scale card.
+
+The block-scale card's kernel must keep the scaled MFMA's scales pinned to 1.0 (its fp32
+scales are not powers of two and are applied in software). Here the scales *are* e8m0
+powers of two, so the kernel must use ``v_mfma_scale_f32_16x16x128_f8f6f4`` with real,
+per-lane scale operands loaded from the shuffled buffers (``scaled_mfma='real'``), must not
+fall back to the unscaled MFMA, must not spill, and must store C with the 8-byte stores
+that the A/B swap buys (a ``buffer_store_short`` epilogue means the swap was lost).
+
+NEGATIVE_TARGETS are deliberately wrong variants of the same kernel that the gates must
+catch: the scales pinned to 1.0 (what the block-scale kernel does) and the scale keywords
+omitted from ``fx.gemm`` (the atom's default scale 0, which LLVM lowers to the unscaled
+MFMA). Importing this module imports neither torch nor flydsl.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from verifiers.gfx950 import CompileTarget, GateSpec
+
+SCALED_MFMA = r"v_mfma_scale_f32_16x16x128_f8f6f4"
+UNSCALED_F8F6F4 = r"v_mfma_f32_16x16x128_f8f6f4"
+CDNA3_FP8_MFMA = r"v_mfma_f32_16x16x32_fp8"
+SWAPPED_STORE = r"buffer_store_dwordx2"
+KERNEL = r"mxfp8_gemm_4wave_swapab"
+
+GATES = GateSpec(
+    required=(SCALED_MFMA, SWAPPED_STORE),
+    forbidden=(UNSCALED_F8F6F4, CDNA3_FP8_MFMA, r"buffer_store_short", r"scratch_"),
+    scaled_mfma="real",
+    max_scratch_bytes=0,
+    max_lds_bytes=0,  # direct-to-register design: any LDS means the kernel changed
+    min_waves_per_simd=2,
+    waves_per_workgroup=4,
+    kernel=KERNEL,
+)
+
+
+def _maker(waves_m: int, waves_n: int, k: int, scale_mode: str = "real") -> Callable[[], tuple[Any, tuple]]:
+    def make() -> tuple[Any, tuple]:
+        from skill_kernels.flydsl_mxfp8_8wave_gemm.flydsl_gemm import KernelConfig, compile_args
+
+        cfg = KernelConfig(waves_m=waves_m, waves_n=waves_n, scale_mode=scale_mode)
+        # M and N are runtime arguments (small placeholders); K is compiled in
+        return compile_args(cfg, m=256, n=256, k=k)
+
+    return make
+
+
+def _config(waves_m: int, waves_n: int, k: int, scale_mode: str = "real") -> dict:
+    return {
+        "K": k,
+        "waves_m": waves_m,
+        "waves_n": waves_n,
+        "block_m": 64 * waves_m,
+        "block_n": 64 * waves_n,
+        "waves_per_eu": 2,
+        "scale_mode": scale_mode,
+    }
+
+
+TARGETS = [
+    CompileTarget(
+        name="bm128_bn128_k2048",
+        make=_maker(2, 2, 2048),
+        gates=GATES,
+        description="default tile (2x2 waves), K=2048 (PR rows N=5120): real per-32 scales, swapped A/B",
+        config=_config(2, 2, 2048),
+    ),
+    CompileTarget(
+        name="bm64_bn256_k1280",
+        make=_maker(1, 4, 1280),
+        gates=GATES,
+        description="wide-N tile (1x4 waves), K=1280 (PR rows N=8192)",
+        config=_config(1, 4, 1280),
+    ),
+    CompileTarget(
+        name="bm256_bn64_k384",
+        make=_maker(4, 1, 384),
+        gates=GATES,
+        description="tall tile (4x1 waves), K=384: an odd number of 128-K steps (the peeled tail)",
+        config=_config(4, 1, 384),
+    ),
+]
+
+NEGATIVE_TARGETS = [
+    CompileTarget(
+        name="scales_pinned_1p0",
+        make=_maker(2, 2, 2048, "pinned"),
+        gates=GATES,
+        description="both scale operands the constant E8M0 1.0 (0x7F7F7F7F), the block-scale kernel's contract",
+        config=_config(2, 2, 2048, "pinned"),
+        expect_fail=("scaled_mfma",),
+    ),
+    CompileTarget(
+        name="scales_omitted",
+        make=_maker(2, 2, 2048, "omitted"),
+        gates=GATES,
+        description="fx.gemm without scale_a/scale_b: default scale 0, lowered to the unscaled MFMA",
+        config=_config(2, 2, 2048, "omitted"),
+        expect_fail=("scaled_mfma", "required", "forbidden"),
+    ),
+]

@@ -1,0 +1,60 @@
+"""Builders for the ROCm (gfx950 / MI355X) arms: the Triton stage-2 GEMM (its epilogue
+stores the partial, bf16 or fp8) followed by the FlyDSL top-k reduce.
+
+``build_fp8``: ``moe2_gemm_pf8_s<hex>`` + ``moe_reduce_infp8_s<hex>`` with the calibrated
+scale handed to both; ``build_bf16``: ``moe2_gemm_bf16`` + ``moe_reduce_inbf16``.
+
+Not exercised on this project's machines (no AMD GPU): the FlyDSL reduce is compiled and
+gated for gfx950 here (``gfx950_targets``), and these builders need an MI355X with a
+ROCm build of torch and triton to run. On any other device they raise a clear error.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from skill_kernels.flydsl_prefill_moe_stage2_fp8partial import flydsl_reduce, triton_stage2_gemm
+from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.oracle import dims_of
+from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.segment import Stage2Launch
+from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.triton_arms import calibrated_scale, check_outputs
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+Tensors = dict[str, "torch.Tensor"]
+
+
+def _require_rocm(t: "torch.Tensor") -> None:
+    import torch
+
+    if t.device.type != "cuda" or getattr(torch.version, "hip", None) is None:
+        raise RuntimeError(
+            "the FlyDSL arms run on ROCm only (an MI355X / gfx950 with a ROCm build of torch); "
+            f"got a tensor on {t.device} with torch.version.hip={getattr(torch.version, 'hip', None)!r}. "
+            "Use the Triton arms (triton_fp8 / triton_bf16) elsewhere."
+        )
+
+
+def build_stage2(inputs: Tensors, outputs: Tensors, *, scale: float | None) -> Stage2Launch:
+    import torch
+
+    d = dims_of(inputs)
+    out = check_outputs(outputs, d)
+    _require_rocm(out)
+    fp8 = scale is not None
+    partial = torch.empty(
+        d["M"] * d["top_k"], d["N"], device=out.device, dtype=torch.float8_e4m3fn if fp8 else torch.bfloat16
+    )
+    gemm, gname = triton_stage2_gemm.launcher(inputs, partial, scale)
+    red, rname = flydsl_reduce.launcher(partial, out, d["top_k"], scale)
+    return Stage2Launch(
+        gemm=gemm, reduce=red, gemm_name=gname, reduce_name=rname, partial=partial,
+        producer_scale=scale, reducer_scale=scale,
+    )
+
+
+def build_fp8(inputs: Tensors, outputs: Tensors) -> Stage2Launch:
+    return build_stage2(inputs, outputs, scale=calibrated_scale(inputs))
+
+
+def build_bf16(inputs: Tensors, outputs: Tensors) -> Stage2Launch:
+    return build_stage2(inputs, outputs, scale=None)

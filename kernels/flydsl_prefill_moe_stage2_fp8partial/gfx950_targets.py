@@ -1,0 +1,159 @@
+"""Static gfx950 gates for the FlyDSL fp8-partial store epilogue and top-k reduce.
+
+Each target compiles one kernel at a card shape (top_k and N are compile-time; M and the
+row count are runtime arguments, so small placeholders give the same code) with the
+reference scale ``REF_SCALE`` (0.0007, the card's example value; the value only changes
+one constant). The gates state the card's static claims for each side:
+
+* store side (``moe2_store_pf8_s<hex>``): the fp32 -> fp8 conversion
+  ``v_cvt_pk_fp8_f32`` (or its scaled gfx950 form) is present, the stores are 16-byte
+  (``buffer_store_dwordx4``), and the LLVM IR multiplies by exactly ``s`` (the float32
+  constant, matched in every spelling LLVM uses for it);
+* reduce side (``moe_reduce_infp8_s<hex>``): the fp8 -> fp32 conversion
+  ``v_cvt_pk_f32_fp8`` / ``v_cvt_f32_fp8`` is present, the partial loads are 16-byte
+  (``buffer_load_dwordx4``), the output is converted with ``v_cvt_pk_bf16_f32``, and the
+  IR multiplies by exactly ``1/s`` rounded to float32: the reducer's unscale is the
+  reciprocal of the producer's scale, checked in the binary;
+* both: no MFMA, no scratch, and at most 64 VGPRs (8 waves per SIMD: a bandwidth kernel
+  needs the occupancy).
+
+NEGATIVE_TARGETS must fail: the bf16 baseline variants (no fp8 conversion at all), and a
+reducer compiled with ``2 s`` (the card's reducer-only override) gated against the
+producer's ``1/s`` constant. Importing this module imports neither torch nor flydsl.
+"""
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from verifiers.gfx950 import CompileTarget, GateSpec
+
+from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.fp8_format import as_f32, f32_bits
+
+REF_SCALE = 0.0007
+#: card shapes: (top_k, N hidden) of the two validation models' stage 2
+GPT_OSS = (4, 2880)  # top_k=4, hidden 2880, 128 experts
+DEEPSEEK = (8, 7168)  # top_k=8, hidden 7168, 256 experts
+
+
+def ir_constant(value: float) -> str:
+    """A regex for a float32 constant as LLVM IR prints it: the short decimal form
+    (``7.000000e-04``) when that parses back to the same float32, else hex (``f0x`` + the
+    float32 bits in newer LLVM, ``0x`` + the double's bits in older LLVM)."""
+    import re
+    import struct
+
+    v = as_f32(value)
+    forms = [f"f0x{f32_bits(v):08X}", f"0x{struct.unpack('<Q', struct.pack('<d', v))[0]:016X}"]
+    decimal = f"{v:.6e}"
+    if as_f32(float(decimal)) == v:
+        forms.append(re.escape(decimal))
+    return "(" + "|".join(forms) + ")"
+
+
+def _no_mfma_budget() -> dict:
+    return {
+        "forbidden": (r"^v_mfma",),
+        "scaled_mfma": "forbidden",
+        "max_scratch_bytes": 0,
+        "max_vgpr": 64,
+        "min_waves_per_simd": 8,
+    }
+
+
+def reduce_gates(scale: float) -> GateSpec:
+    inv = as_f32(1.0 / as_f32(scale))
+    return GateSpec(
+        required=(
+            r"^v_cvt_(pk_)?f32_fp8",  # fp8 -> f32 on the load side
+            r"^buffer_load_dwordx4\b",  # 16-byte partial loads
+            r"^buffer_store_dwordx4\b",  # 16-byte bf16 stores
+            r"^v_cvt_pk_bf16_f32\b",  # full-width bf16 output
+        ),
+        required_ir=(rf"fmul .*{ir_constant(inv)}",),  # unscale by exactly 1/s
+        kernel=r"^moe_reduce_",
+        **_no_mfma_budget(),
+    )
+
+
+def store_gates(scale: float) -> GateSpec:
+    return GateSpec(
+        required=(
+            r"^v_cvt_(scalef32_)?pk_fp8_f32\b",  # f32 -> fp8 on the store side
+            r"^buffer_store_dwordx4\b",  # 16-byte partial stores
+        ),
+        required_ir=(rf"fmul .*{ir_constant(as_f32(scale))}",),  # scaled by exactly s
+        kernel=r"^moe2_store_",
+        **_no_mfma_budget(),
+    )
+
+
+def _reduce_target(name, shape, scale, gates, description, expect_fail=()):
+    top_k, n = shape
+
+    def make():
+        from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.flydsl_reduce import compile_args
+
+        return compile_args(top_k, n, scale)
+
+    return CompileTarget(
+        name=name,
+        make=make,
+        gates=gates,
+        description=description,
+        config=MappingProxyType({"kernel": "reduce", "top_k": top_k, "N": n, "scale": scale}),
+        expect_fail=expect_fail,
+    )
+
+
+def _store_target(name, n, scale, acc_dtype, gates, description, expect_fail=()):
+    def make():
+        from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.flydsl_stage2_epilogue import compile_args
+
+        return compile_args(n, scale, acc_dtype)
+
+    return CompileTarget(
+        name=name,
+        make=make,
+        gates=gates,
+        description=description,
+        config=MappingProxyType({"kernel": "store", "N": n, "scale": scale, "acc": acc_dtype}),
+        expect_fail=expect_fail,
+    )
+
+
+TARGETS = [
+    _reduce_target(
+        "reduce_infp8_k4_n2880", GPT_OSS, REF_SCALE, reduce_gates(REF_SCALE),
+        "fp8-partial top-k reduce, top_k=4, hidden 2880 (ragged tile: 2880 < 4096 columns)",
+    ),
+    _reduce_target(
+        "reduce_infp8_k8_n7168", DEEPSEEK, REF_SCALE, reduce_gates(REF_SCALE),
+        "fp8-partial top-k reduce, top_k=8, hidden 7168",
+    ),
+    _store_target(
+        "store_pf8_n2880_f32acc", GPT_OSS[1], REF_SCALE, "f32", store_gates(REF_SCALE),
+        "fp8 partial-store epilogue from fp32 accumulator rows, hidden 2880",
+    ),
+    _store_target(
+        "store_pf8_n7168_bf16acc", DEEPSEEK[1], REF_SCALE, "bf16", store_gates(REF_SCALE),
+        "fp8 partial-store epilogue from bf16 accumulator rows, hidden 7168",
+    ),
+]
+
+NEGATIVE_TARGETS = [
+    _reduce_target(
+        "neg_reduce_inbf16_k8_n7168", DEEPSEEK, None, reduce_gates(REF_SCALE),
+        "the bf16-partial baseline reducer gated as fp8: no fp8 decode, no 1/s",
+        expect_fail=("required", "required_ir"),
+    ),
+    _reduce_target(
+        "neg_reduce_mismatched_2s_k8_n7168", DEEPSEEK, 2 * REF_SCALE, reduce_gates(REF_SCALE),
+        "a reducer compiled with 2s (reducer-only override) gated against the producer's 1/s",
+        expect_fail=("required_ir",),
+    ),
+    _store_target(
+        "neg_store_bf16_n7168", DEEPSEEK[1], None, "f32", store_gates(REF_SCALE),
+        "the bf16 partial store gated as fp8: no f32 -> fp8 conversion, no s",
+        expect_fail=("required", "required_ir"),
+    ),
+]

@@ -1,0 +1,97 @@
+"""The MCP adapter: assembles tools, resources and prompts over one ``SkillService``.
+
+Each group lives in its own ``mcp_*`` module with ``register(server, service, settings)``;
+this file only lists them (add yours to ``MCP_MODULES``) and makes argument errors
+readable. Gated groups (code execution, record writing) register their tools only when
+``settings`` allows them: see ``mcp_settings.ServerSettings``.
+
+Nothing here imports torch, triton or flydsl; modules that need them import them
+inside the tool function that runs them.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.utilities.context_injection import find_context_parameter
+from pydantic import ValidationError
+
+from .mcp_common import describe_validation_error
+from .mcp_settings import ServerSettings
+from .service import SkillService
+
+__all__ = ["MCP_MODULES", "ServerSettings", "SkillMCPServer", "build_server", "VERIFY_TOOL", "RECORD_TOOL"]
+
+MCP_MODULES = (
+    "skill_server.mcp_tools_catalog",
+    "skill_server.mcp_tools_ledger",
+    "skill_server.mcp_resources",
+    "skill_server.mcp_prompts",
+)
+
+# Tool names other groups provide; the workflow prompt refers to them by these names.
+VERIFY_TOOL = "run_verifier"  # mcp_tools_verify (exec-gated)
+RECORD_TOOL = "record_result"  # mcp_tools_ledger (write-gated)
+
+INSTRUCTIONS = """\
+Expert skills for GPU kernel hotspots, each with a validated recipe and an executable verifier.
+When a profiler shows a hot kernel: match_skill (or match_profile for a whole profile file) ->
+get_recipe -> implement the candidate -> verify -> record. The prompt `optimize_hotspot` walks
+through it. Matching abstains when evidence is missing: supply what it asks for, never guess.
+Parity gates everything: a fast wrong kernel scores 0."""
+
+
+class SkillMCPServer(MCPServer):
+    """``MCPServer`` whose argument errors name the field, what was expected and what came
+    in, and which refuses unknown argument names instead of silently ignoring them
+    (a misspelt optional argument would otherwise be dropped without a word)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._arg_names: dict[str, set[str]] = {}
+
+    def add_tool(self, fn: Callable[..., Any], name: str | None = None, *args: Any, **kwargs: Any) -> None:
+        super().add_tool(fn, name, *args, **kwargs)
+        ctx = find_context_parameter(fn)
+        self._arg_names[name or fn.__name__] = {p for p in inspect.signature(fn).parameters if p != ctx}
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        known = self._arg_names.get(name)
+        if known is None:
+            raise ToolError(f"unknown tool {name!r}; tools: {', '.join(sorted(self._arg_names))}")
+        unknown = sorted(set(arguments) - known)
+        if unknown:
+            raise ToolError(f"invalid arguments for {name}: unknown argument(s) {unknown}; "
+                            f"{name} takes {sorted(known)}")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(f"invalid arguments for {name}: {describe_validation_error(exc.__cause__)}") from None
+            raise
+
+
+def build_server(service: SkillService, settings: ServerSettings | None = None) -> SkillMCPServer:
+    settings = settings or ServerSettings()
+    off = settings.disabled_groups()
+    instructions = INSTRUCTIONS + ("\nOff on this server: " + "; ".join(off) if off else "")
+    server = SkillMCPServer(settings.name, title="GPU kernel expert skills", instructions=instructions,
+                            version=_version(), log_level="WARNING")
+    for name in MCP_MODULES:
+        importlib.import_module(name).register(server, service, settings)
+    return server
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gpu-skill-server")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "0+unknown"

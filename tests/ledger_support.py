@@ -1,0 +1,109 @@
+"""Shared helpers for the ledger / reverify / overlap tests: records, a throw-away
+project, and the worker functions that child processes run."""
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+SKILLS = REPO / "skills"
+BLOCKSCALE = "flydsl_fp8_blockscale_gemm"
+MXFP8 = "flydsl_mxfp8_8wave_gemm"
+MOE = "flydsl_prefill_moe_stage2_fp8partial"
+CARDS = {BLOCKSCALE, MXFP8, MOE}
+
+GFX950 = {"device": "AMD Instinct MI355X", "generation": "gfx950", "runtime": "rocm",
+          "libraries": {"flydsl": "0.5.0", "torch": "2.13.0"}}
+H200 = {"device": "NVIDIA H200", "generation": "sm_90", "runtime": "cuda", "libraries": {"torch": "2.13.0"}}
+CPU = {"device": "cpu (x86_64)", "generation": "x86_64", "runtime": "cpu", "libraries": {}}
+
+
+def record(**over: Any) -> dict[str, Any]:
+    """A valid record for the block-scale card; keyword arguments replace fields."""
+    base = {
+        "card_id": BLOCKSCALE,
+        "shape": "4096x2048x7168",
+        "baseline": {"name": "ck_blockscale", "time_ms": 0.2},
+        "candidate": {"name": "flydsl_8wave", "time_ms": 0.19},
+        "verdict": "FASTER",
+        "speedup": 1.0526,
+        "interval": [1.04, 1.06],
+        "parity": {"cosine": 1.0, "max_abs": 0.03125, "mismatches": 0},
+        "parity_passed": True,
+        "platform": copy.deepcopy(GFX950),
+        "git_rev": "41a379d",
+        "recorded_by": "test-agent",
+        "source": "manual",
+    }
+    base.update(over)
+    return base
+
+
+def make_project(tmp: Path, cards: tuple[str, ...] = (BLOCKSCALE, MXFP8, MOE)) -> Path:
+    """A project folder with copies of the cards (and stub verifier problems so lint is
+    about the cards, not about missing kernels). Returns the skills folder."""
+    skills = tmp / "skills"
+    for cid in cards:
+        shutil.copytree(SKILLS / cid, skills / cid)
+        problem = tmp / "kernels" / cid / "problem.py"
+        problem.parent.mkdir(parents=True, exist_ok=True)
+        problem.write_text("PROBLEM = None  # stub for lint\n")
+    return skills
+
+
+# ------------------------------------------------------------ child-process workers
+def write_records(path: str, worker: int, count: int) -> None:
+    """Record ``count`` results one transaction each (a concurrent writer)."""
+    from skill_server.ledger import Ledger, validate_record
+
+    ledger = Ledger(path)
+    for i in range(count):
+        rec = validate_record(record(notes=f"worker {worker} record {i}", shape=f"{64 * (worker + 1)}x{128 + i}x256"),
+                              known_cards=CARDS)
+        ledger.record([rec])
+
+
+def write_until_killed(path: str, stop_at: int, marker: str) -> None:
+    """Record results; on record number ``stop_at`` stop *inside* the transaction (after
+    the result row, before its arm rows), tell the parent and wait to be killed."""
+    from skill_server import ledger as ledger_mod
+
+    calls = {"n": 0}
+
+    def hook(_rec: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == stop_at:
+            Path(marker).write_text("in transaction")
+            time.sleep(120)
+
+    ledger_mod._TEST_HOOK_AFTER_RESULT_ROW = hook
+    led = ledger_mod.Ledger(path)
+    for i in range(stop_at + 5):
+        led.record([ledger_mod.validate_record(record(notes=f"record {i}"), known_cards=CARDS)])
+
+
+def write_forever(path: str, marker: str) -> None:
+    """Record batches of results in a loop until killed (for a kill at a random moment)."""
+    from skill_server.ledger import Ledger, validate_record
+
+    led = Ledger(path)
+    batch = [validate_record(record(notes="x" * 2000, shape=f"{64 * (j + 1)}x1024x1024"), known_cards=CARDS)
+             for j in range(5)]
+    first = True
+    while True:
+        led.record(batch)
+        if first:
+            Path(marker).write_text("started")
+            first = False
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True

@@ -1,0 +1,155 @@
+"""Catalog tools through the SDK's in-memory client: schemas, answers, argument errors."""
+from __future__ import annotations
+
+import pytest
+from mcp_support import BLOCKSCALE, BLOCKSCALE_OP, PROFILES, build, text, with_client
+
+SHAPE = {"M": 4096, "N": 2048, "K": 7168}
+FULL_HOTSPOT = {"op_name": BLOCKSCALE_OP, "gen": "MI355X", "dtype": "fp8_e4m3", "scale_format": "fp32_block",
+                "regime": "prefill", "shape": SHAPE}
+
+
+@pytest.fixture(scope="module")
+def server():
+    return build()
+
+
+def test_tools_publish_output_schemas_annotations_and_short_trigger_descriptions(server):
+    tools = with_client(server, lambda c: c.list_tools()).tools
+    by_name = {t.name: t for t in tools}
+    assert {"list_skills", "match_skill", "match_profile", "get_recipe", "reload_skills"} <= set(by_name)
+    for name in ("list_skills", "match_skill", "match_profile", "get_recipe", "reload_skills"):
+        tool = by_name[name]
+        assert tool.output_schema and tool.output_schema.get("type") == "object", name
+        assert tool.annotations.read_only_hint is True and tool.annotations.destructive_hint is False, name
+        assert len(tool.description.encode()) < 1024, name
+        assert tool.description.startswith("Call this"), name
+
+
+def test_gated_tools_are_absent_by_default(server):
+    names = {t.name for t in with_client(server, lambda c: c.list_tools()).tools}
+    assert "run_verifier" not in names and "record_result" not in names
+
+
+def test_match_skill_returns_the_matchers_full_answer_as_structured_content(server):
+    result = with_client(server, lambda c: c.call_tool("match_skill", {"hotspot": FULL_HOTSPOT}))
+    assert not result.is_error, text(result)
+    data = result.structured_content
+    assert [m["card_id"] for m in data["matches"]] == [BLOCKSCALE]
+    match = data["matches"][0]
+    assert match["shape_class"]["class_id"] and match["recipe"]["core"]
+    assert {r["criterion"] for r in match["reasons"]} >= {"op_name", "gen", "scale_format", "shape"}
+    assert data["hotspot"]["gen"] == "gfx950"  # normalised, and the note says so
+    assert any("normalised" in n for n in data["notes"])
+    assert [n["card_id"] for n in data["not_applicable"]] == ["flydsl_mxfp8_8wave_gemm"]
+
+
+def test_match_skill_abstains_and_says_what_to_supply(server):
+    hotspot = {"op_name": BLOCKSCALE_OP, "gen": "gfx950"}
+    data = with_client(server, lambda c: c.call_tool("match_skill", {"hotspot": hotspot})).structured_content
+    assert data["matches"] == []
+    abstained = {a["card_id"]: a for a in data["abstained"]}
+    assert BLOCKSCALE in abstained
+    assert any("scale" in m for m in abstained[BLOCKSCALE]["missing"])
+
+
+def test_list_skills_pages_and_filters_metadata_only(server):
+    async def run(c):
+        first = await c.call_tool("list_skills", {"limit": 2})
+        second = await c.call_tool("list_skills", {"limit": 2, "cursor": first.structured_content["next_cursor"]})
+        nvidia = await c.call_tool("list_skills", {"gen": "H200"})
+        moe = await c.call_tool("list_skills", {"operator": "grouped_gemm_moe"})
+        return first, second, nvidia, moe
+
+    first, second, nvidia, moe = with_client(server, run)
+    page1, page2 = first.structured_content, second.structured_content
+    assert page1["total"] == 3 and len(page1["skills"]) == 2 and page1["next_cursor"]
+    assert len(page2["skills"]) == 1 and page2["next_cursor"] is None
+    ids = [s["id"] for s in page1["skills"] + page2["skills"]]
+    assert len(set(ids)) == 3
+    assert "text" not in page1["skills"][0] and "summary" not in page1["skills"][0]  # metadata only
+    assert nvidia.structured_content["total"] == 0
+    assert [s["id"] for s in moe.structured_content["skills"]] == ["flydsl_prefill_moe_stage2_fp8partial"]
+
+
+def test_get_recipe_discloses_progressively_and_never_substitutes(server):
+    async def run(c):
+        summary = await c.call_tool("get_recipe", {"card_id": BLOCKSCALE, "shape": "4096x2048x7168"})
+        as_object = await c.call_tool("get_recipe", {"card_id": BLOCKSCALE, "shape": SHAPE})
+        section = await c.call_tool("get_recipe", {"card_id": BLOCKSCALE, "section": "pitfalls"})
+        full = await c.call_tool("get_recipe", {"card_id": BLOCKSCALE, "full": True})
+        near_miss = await c.call_tool("get_recipe", {"card_id": "flydsl_fp8_blockscale"})
+        return summary, as_object, section, full, near_miss
+
+    summary, as_object, section, full, near_miss = with_client(server, run)
+    s = summary.structured_content
+    assert s["mode"] == "summary" and s["card_id"] == BLOCKSCALE and s["text"] is None
+    assert s["recipe"]["core"] and s["shape"] == "4096x2048x7168" and s["summary"]
+    assert as_object.structured_content["recipe"] == s["recipe"]
+    assert section.structured_content["mode"] == "section"
+    assert section.structured_content["section"].startswith("Knobs")
+    assert full.structured_content["mode"] == "full" and full.structured_content["text"].lstrip().startswith("---")
+    assert len(full.structured_content["text"]) > len(str(s["summary"])) / 2
+    assert near_miss.is_error  # a near-miss id is an error naming the known ids, not another card
+    assert BLOCKSCALE in text(near_miss) and "unknown card" in text(near_miss)
+
+
+def test_match_profile_reads_a_path_or_inline_content(server):
+    trace = PROFILES / "rocprofv3_kernel_trace.csv"
+
+    async def run(c):
+        by_path = await c.call_tool("match_profile", {"path": str(trace), "gen": "MI355X", "top": 3})
+        by_content = await c.call_tool("match_profile", {"content": trace.read_text(), "gen": "MI355X", "top": 3})
+        both = await c.call_tool("match_profile", {"path": str(trace), "content": "x"})
+        return by_path, by_content, both
+
+    by_path, by_content, both = with_client(server, run)
+    assert not by_path.is_error, text(by_path)
+    hotspots = by_path.structured_content["hotspots"]
+    assert 1 <= len(hotspots) <= 3 and hotspots[0]["rank"] == 1
+    assert all("result" in h and "matches" in h["result"] for h in hotspots)
+    assert by_content.structured_content["hotspots"] == hotspots
+    assert both.is_error and "exactly one of path" in text(both)
+
+
+def test_match_profile_path_is_refused_outside_the_operators_roots(tmp_path):
+    confined = build(profile_roots=(tmp_path,))
+    result = with_client(confined, lambda c: c.call_tool(
+        "match_profile", {"path": str(PROFILES / "rocprofv3_kernel_trace.csv")}))
+    assert result.is_error and "outside the folders" in text(result) and "content" in text(result)
+    no_paths = build(profile_roots=())
+    result = with_client(no_paths, lambda c: c.call_tool("match_profile", {"path": "/etc/passwd"}))
+    assert result.is_error and "pass the file's text as content" in text(result)
+
+
+@pytest.mark.parametrize("name,args,expect", [
+    ("match_skill", {"hotspot": {"op_name": "x", "shape": "4096x2048"}}, "hotspot.shape"),
+    ("match_skill", {"hotspot": {"gen": "gfx950"}}, "hotspot.op_name: required"),
+    ("match_skill", {"hotspot": {"op_name": "x", "gpu": "gfx950"}}, "hotspot.gpu: unknown field"),
+    ("match_skill", {"hotspot": {"op_name": "x", "gen": "MI999"}}, "unknown GPU generation 'MI999'"),
+    ("match_skill", {"op_name": "x"}, "unknown argument(s) ['op_name']"),
+    ("list_skills", {"limt": 5}, "list_skills takes ['cursor', 'dtype', 'gen', 'limit', 'operator']"),
+    ("list_skills", {"limit": 0}, "limit: Input should be greater than or equal to 1"),
+    ("list_skills", {"cursor": "abc"}, "invalid cursor 'abc'"),
+    ("get_recipe", {"card_id": BLOCKSCALE, "shape": "4096x2048"}, "expected MxNxK"),
+    ("get_recipe", {"card_id": BLOCKSCALE, "section": "Nope"}, "has no section 'Nope'; sections:"),
+    ("match_profile", {"content": "not,a,profile\n1,2,3\n"}, "unrecognised profile"),
+    ("match_profile", {"path": "/nonexistent/trace.csv"}, "/nonexistent/trace.csv"),
+    ("no_such_tool", {}, "unknown tool 'no_such_tool'; tools:"),
+])
+def test_invalid_arguments_give_an_actionable_error_and_the_server_keeps_serving(server, name, args, expect):
+    async def run(c):
+        bad = await c.call_tool(name, args)
+        good = await c.call_tool("match_skill", {"hotspot": FULL_HOTSPOT})
+        return bad, good
+
+    bad, good = with_client(server, run)
+    assert bad.is_error
+    assert expect in text(bad)
+    assert not good.is_error and good.structured_content["matches"]
+
+
+def test_reload_skills_reports_cards_and_problems(server):
+    result = with_client(server, lambda c: c.call_tool("reload_skills", {}))
+    assert not result.is_error
+    assert result.structured_content == {"cards": 3, "problems": []}

@@ -1,0 +1,47 @@
+"""FlyDSL compile (gfx950, compile-only) of the mxfp8 kernel and its static gates: the
+scaled MFMA with real per-lane scale operands, no scratch, 8-byte swapped-A/B stores;
+the deliberately wrong variants (scales pinned to 1.0, scales omitted) must fail."""
+from __future__ import annotations
+
+import pytest
+
+from verifiers.gfx950 import check_kernel
+
+pytestmark = pytest.mark.flydsl
+FOLDER = "flydsl_mxfp8_8wave_gemm"
+
+
+def _report(target):
+    (report,) = check_kernel(FOLDER, target=target)
+    if report.status == "SKIPPED":
+        pytest.skip(f"gfx950 toolchain missing: {report.reason}")
+    return report
+
+
+def test_default_target_passes_every_gate():
+    r = _report("bm128_bn128_k2048")
+    assert r.status == "PASS", [(g.name, g.detail) for g in r.gates if g.status != "PASS"]
+    assert r.gate("scaled_mfma").status == "PASS"
+    # only the scaled MFMA: 16 per 128-K step, loop unrolled by two plus the peeled last pair
+    assert r.mfma == {"v_mfma_scale_f32_16x16x128_f8f6f4": 64}
+    (res,) = r.resources
+    assert res["scratch_bytes"] == 0 and res["lds_bytes"] == 0 and res["vgpr_spill"] == 0
+    assert r.occupancy[0].waves_per_simd >= 2
+
+
+def test_pinned_scales_fail_the_real_scale_gate():
+    r = _report("scales_pinned_1p0")
+    assert r.negative and r.holds, r.failed
+    assert r.failed == ["scaled_mfma"]  # everything else about it looks fine
+
+
+def test_omitted_scales_fall_back_to_the_unscaled_mfma():
+    r = _report("scales_omitted")
+    assert r.negative and r.holds
+    assert r.mfma == {"v_mfma_f32_16x16x128_f8f6f4": 64}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["bm64_bn256_k1280", "bm256_bn64_k384"])
+def test_other_tiles_pass(target):
+    assert _report(target).status == "PASS"

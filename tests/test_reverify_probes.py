@@ -1,0 +1,146 @@
+"""Prerequisite checks on this box: package versions and the capability probes, run for
+real against the installed FlyDSL (0.5.0 ships no kernels)."""
+from __future__ import annotations
+
+import importlib
+import json
+
+import pytest
+from ledger_support import BLOCKSCALE, CPU, MOE, MXFP8, REPO, SKILLS
+
+from skill_server.cards import Prerequisite
+from skill_server.catalog import Catalog
+from skill_server.ledger import PlatformInfo
+from skill_server.reverify import PROBES, ProbeContext, _flydsl_sources, check_prerequisite, search_flydsl
+from skill_server.service import SkillService
+from verifiers.gfx950.env import toolchain_problem
+from verifiers.gfx950.gates import GateReport
+
+flydsl_version, _ = _flydsl_sources()
+needs_flydsl = pytest.mark.skipif(flydsl_version is None, reason="flydsl not installed")
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return Catalog.load(SKILLS)
+
+
+def ctx(catalog, card_id, reports=()):
+    return ProbeContext(project_root=REPO, card=catalog.get(card_id).card, prerequisite=None, gate_reports=list(reports))
+
+
+def prereq(catalog, card_id, name):
+    return next(p for p in catalog.get(card_id).card.prerequisites if p.name == name)
+
+
+@needs_flydsl
+def test_the_installed_flydsl_has_no_block_scale_core_and_the_fallback_is_named(catalog):
+    p = prereq(catalog, BLOCKSCALE, "flydsl_software_blockscale_core")
+    check = check_prerequisite(p, ctx(catalog, BLOCKSCALE), PROBES)
+    assert check.met is False
+    assert f"no block-scale software-promote GEMM in flydsl {flydsl_version}" in check.detail
+    assert "kernels/flydsl_fp8_blockscale_gemm/flydsl_gemm.py (present)" in check.detail
+    assert check.fallback_present is True
+
+
+@needs_flydsl
+def test_the_installed_flydsl_has_no_moe_fp8_partial_store(catalog):
+    p = prereq(catalog, MOE, "flydsl_moe_fp8_partial_store")
+    check = check_prerequisite(p, ctx(catalog, MOE), PROBES)
+    assert check.met is False and "cshuffle_pf8" in check.detail and check.fallback_present is True
+
+
+@needs_flydsl
+def test_a_flydsl_checkout_on_the_path_with_a_block_scale_gemm_is_found(catalog, tmp_path, monkeypatch):
+    pkg = tmp_path / "checkout" / "kernels"
+    (pkg / "gemm").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "gemm" / "__init__.py").write_text("")
+    (pkg / "gemm" / "fp8_gemm_blockscale_preshuffle.py").write_text("def compile_fp8_blockscale_gemm(): ...\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "checkout"))
+    monkeypatch.delitem(__import__("sys").modules, "kernels", raising=False)
+    importlib.invalidate_caches()
+    res = PROBES["flydsl_software_blockscale_core"](ctx(catalog, BLOCKSCALE))
+    assert res.met is True and any("fp8_gemm_blockscale_preshuffle.py" in e for e in res.evidence)
+
+
+def test_the_projects_own_kernels_folder_is_not_mistaken_for_a_flydsl_checkout(monkeypatch):
+    import importlib.util
+    import sys
+
+    monkeypatch.syspath_prepend(str(REPO))  # from the repo root `kernels` resolves to our own folder
+    monkeypatch.delitem(sys.modules, "kernels", raising=False)
+    importlib.invalidate_caches()
+    spec = importlib.util.find_spec("kernels")
+    assert spec is not None and str(REPO / "kernels") in list(spec.submodule_search_locations)
+    _, _, hits = search_flydsl(REPO, path_regex=r"flydsl_fp8_blockscale_gemm", text_regex=None)
+    assert not any(str(REPO / "kernels") in h for h in hits)
+
+
+@pytest.mark.skipif(toolchain_problem() is not None, reason="FlyDSL / ld.lld for gfx950 not installed")
+def test_the_scaled_mfma_capability_is_present_when_flydsl_compiles_for_gfx950(catalog):
+    p = prereq(catalog, MXFP8, "gfx950_scaled_mfma")
+    check = check_prerequisite(p, ctx(catalog, MXFP8), PROBES)
+    assert check.met is True and "toolchain and op present" in check.detail
+    compiled = GateReport(folder=MXFP8, target="bm128", status="PASS", mfma={"v_mfma_scale_f32_16x16x128_f8f6f4": 32})
+    check = check_prerequisite(p, ctx(catalog, MXFP8, [compiled]), PROBES)
+    assert check.met is True and "compiled here" in check.detail
+    assert check.evidence == ["target bm128: 32 v_mfma_scale instruction(s) in the compiled gfx950 ISA"]
+
+
+def test_the_scaled_mfma_capability_is_absent_without_the_toolchain(catalog, monkeypatch):
+    import verifiers.gfx950.env as env
+
+    monkeypatch.setattr(env, "toolchain_problem", lambda: "no ld.lld for gfx950 found")
+    check = check_prerequisite(prereq(catalog, MXFP8, "gfx950_scaled_mfma"), ctx(catalog, MXFP8), PROBES)
+    assert check.met is False and "cannot compile for gfx950 here: no ld.lld" in check.detail
+
+
+@pytest.mark.parametrize(("name", "spec", "met"), [
+    ("pydantic", ">=2.0", True),
+    ("pydantic", ">=99", False),
+    ("pydantic", "<2,>=1", False),
+    ("surely-not-installed-pkg", ">=1", False),
+    ("pydantic", "about two", None),
+])
+def test_package_prerequisites_compare_the_installed_version(catalog, name, spec, met):
+    check = check_prerequisite(Prerequisite(kind="package", name=name, version=spec), ctx(catalog, BLOCKSCALE), PROBES)
+    assert check.met is met, check.detail
+
+
+def test_a_probe_that_raises_is_reported_not_fatal(catalog):
+    def boom(_ctx):
+        raise RuntimeError("probe bug")
+
+    p = Prerequisite(kind="capability", name="x")
+    check = check_prerequisite(p, ctx(catalog, BLOCKSCALE), {"x": boom})
+    assert check.met is None and "probe x raised RuntimeError: probe bug" in check.detail
+
+
+@needs_flydsl
+def test_reverify_on_this_cpu_box_reports_what_holds_here(tmp_path):
+    svc = SkillService(SKILLS, ledger_path=tmp_path / "l.sqlite")
+    report = svc.reverify(platform=PlatformInfo(**CPU), gates=False, recorded_by="tester")
+    status = {c.card_id: c.status for c in report.cards}
+    assert status[BLOCKSCALE] == "PREREQUISITE_MISSING" and status[MOE] == "PREREQUISITE_MISSING"
+    if toolchain_problem() is None:
+        assert status[MXFP8] == "NOT_APPLICABLE_HERE"
+    latest = svc.ledger.latest_statuses()
+    assert {cid: rows[0].status for cid, rows in latest.items()} == status
+    assert svc.get_recipe(BLOCKSCALE).reverification.claims_current is None
+
+
+@needs_flydsl
+def test_cli_reverify_shows_progress_on_stderr_and_a_table(tmp_path, capsys):
+    from skill_server.cli import main
+
+    code = main(["reverify", "--card", MOE, "--no-gates", "--ledger", str(tmp_path / "l.sqlite")])
+    out = capsys.readouterr()
+    assert code == 0
+    assert f"[1/1] {MOE}: prerequisites" in out.err and "done: PREREQUISITE_MISSING" in out.err
+    assert "status" in out.out and "PREREQUISITE_MISSING" in out.out and "flydsl_moe_fp8_partial_store" in out.out
+    code = main(["reverify", "--card", MOE, "--no-gates", "--quiet", "--no-record", "--json",
+                 "--ledger", str(tmp_path / "l.sqlite")])
+    out = capsys.readouterr()
+    data = json.loads(out.out)
+    assert code == 0 and out.err == "" and data["ledger"] is None and data["cards"][0]["card_id"] == MOE

@@ -1,0 +1,179 @@
+"""Re-verification statuses: each stage's outcome maps to exactly one documented status,
+results go to the ledger, and answers stop presenting drifted or failed claims as current."""
+from __future__ import annotations
+
+import pytest
+from ledger_support import BLOCKSCALE, CPU, GFX950, H200, MOE, MXFP8, make_project
+
+from skill_server.claims import worst
+from skill_server.ledger import PlatformInfo
+from skill_server.reverify import ProbeResult, StageResult, decide
+from skill_server.service import SkillService
+from verifiers.gfx950.gates import GateReport, GateResult
+
+ALL_MET = {name: (lambda ctx: ProbeResult(True, "present (test)")) for name in
+           ("flydsl_software_blockscale_core", "gfx950_scaled_mfma", "flydsl_moe_fp8_partial_store")}
+
+
+def gates_pass(folder):
+    return [GateReport(folder=folder, target="t0", status="PASS", gates=[GateResult(name="compiled", status="PASS", detail="ok")])]
+
+
+def gates_fail(folder):
+    return [GateReport(folder=folder, target="t0", status="FAIL", gates=[
+        GateResult(name="scaled_mfma", status="FAIL", detail="v_mfma_scale with real scales in a block-scale kernel")])]
+
+
+def verifier_with(speedups: dict[str, float], verdict: str | None = None, parity_ok: bool = True):
+    """A stand-in for verifiers.api.verify: per-shape speedups (default 2.0x, above every
+    figure the cards record), verdicts that follow them unless one is forced."""
+    calls = []
+
+    def run(problem, candidate, baseline, shapes, progress):
+        calls.append((problem, candidate, baseline, list(shapes)))
+        progress("timing")
+        out = []
+        for s in shapes:
+            sp = speedups.get(s, 2.0)
+            v = verdict or ("FASTER" if sp > 1.01 else "SLOWER" if sp < 0.99 else "NO_DIFFERENCE")
+            out.append({"shape": s, "verdict": v if parity_ok else "FAIL",
+                        "timing": {"verdict": v, "ab": {"speedup": sp, "ci_low": sp * 0.99, "ci_high": sp * 1.01,
+                                                              "median_a_ms": 1.0 * sp, "median_b_ms": 1.0}},
+                        "parity": {"passed": parity_ok, "cosine": 1.0 if parity_ok else 0.5},
+                        "stages": [{"name": "parity", "status": "PASS" if parity_ok else "FAIL"}]})
+        return {"shapes": out}
+
+    run.calls = calls
+    return run
+
+
+@pytest.fixture
+def svc(tmp_path):
+    skills = make_project(tmp_path)
+    for cid in (BLOCKSCALE, MXFP8):  # the gate stage runs only for folders that declare targets
+        (tmp_path / "kernels" / cid / "gfx950_targets.py").write_text("TARGETS = []\n")
+    return SkillService(skills, check_interval=0.0, ledger_path=tmp_path / "l.sqlite")
+
+
+def run(svc, card=BLOCKSCALE, platform=GFX950, probes=ALL_MET, gates=gates_pass, verifier=None, **kw):
+    events = []
+    report = svc.reverify(card_id=card, progress=events.append, platform=PlatformInfo(**platform), probes=probes,
+                          gate_runner=gates, verifier_runner=verifier or verifier_with({}), recorded_by="tester", **kw)
+    assert events and events[-1].stage == "done" and all(e.total == (1 if card else 3) for e in events)
+    return report
+
+
+def test_confirmed_needs_every_shape_faster_at_the_floor_on_a_claimed_platform(svc):
+    v = verifier_with({})
+    report = run(svc, verifier=v)
+    c = report.cards[0]
+    assert c.status == "CONFIRMED" and c.platform == "rocm/gfx950"
+    assert v.calls == [(BLOCKSCALE, "flydsl_4wave", "ck_blockscale",
+                        ["4096x65536x1536", "4096x2048x7168", "16384x1536x7168", "16384x7168x768"])]
+    assert all(o.holds and o.floor == 1.05 for o in c.shapes)
+    hist = svc.get_validation_history(BLOCKSCALE)
+    assert {r.shape_text for r in hist.results} == {o.shape for o in c.shapes}
+    assert all(r.source == "reverify" and r.recorded_by == "tester" for r in hist.results)
+    assert hist.reverifications[0].status == "CONFIRMED" and hist.reverification.claims_current is True
+
+
+def test_below_the_speedup_floor_is_drifted_and_answers_say_so(svc):
+    report = run(svc, verifier=verifier_with({"4096x2048x7168": 1.02}))
+    c = report.cards[0]
+    assert c.status == "DRIFTED" and "4096x2048x7168" in c.reason and "below the card's floor 1.05" in c.reason
+    match_rv = svc.get_recipe(BLOCKSCALE).reverification
+    assert match_rv.claims_current is False and "DRIFTED on rocm/gfx950" in match_rv.caveats[0]
+
+
+def test_clearly_below_the_cards_recorded_figure_is_drifted_even_above_the_floor(svc):
+    # the artifact records 1.4541x for 16384x7168x768; 1.20x clears the 1.05 floor but not the figure
+    c = run(svc, verifier=verifier_with({"16384x7168x768": 1.20})).cards[0]
+    assert c.status == "DRIFTED" and "below the card's 1.4541x" in c.reason
+
+
+def test_a_not_faster_verdict_is_drifted(svc):
+    c = run(svc, verifier=verifier_with({"4096x2048x7168": 1.0})).cards[0]
+    assert c.status == "DRIFTED" and "verdict NO_DIFFERENCE" in c.reason
+
+
+def test_parity_failure_is_failed_whatever_the_speed(svc):
+    c = run(svc, verifier=verifier_with({}, parity_ok=False)).cards[0]
+    assert c.status == "FAILED" and "verifier" in c.reason and "parity" in c.reason
+
+
+def test_a_failing_static_gate_is_failed(svc):
+    c = run(svc, gates=gates_fail).cards[0]
+    assert c.status == "FAILED" and "scaled_mfma" in c.reason
+
+
+def test_an_impossible_verifier_row_is_not_stored_and_says_why(svc):
+    c = run(svc, verifier=verifier_with({"4096x2048x7168": 1.2}, verdict="SLOWER")).cards[0]
+    verifier = next(s for s in c.stages if s.name == "verifier")
+    assert "not stored" in verifier.reason and "SLOWER with speedup 1.2" in verifier.reason
+    assert "4096x2048x7168" not in {r.shape_text for r in svc.get_validation_history(BLOCKSCALE).results}
+
+
+def test_a_verifier_that_cannot_run_the_cards_binding_is_failed(svc):
+    def broken(*a, **k):
+        raise RuntimeError("problem flydsl_fp8_blockscale_gemm has no arm flydsl_4wave")
+
+    c = run(svc, verifier=broken).cards[0]
+    assert c.status == "FAILED" and "no arm flydsl_4wave" in c.reason
+
+
+def test_a_missing_prerequisite_is_reported_with_its_fallback(svc):
+    probes = dict(ALL_MET, flydsl_software_blockscale_core=lambda ctx: ProbeResult(False, "not in flydsl 0.5.0"))
+    c = run(svc, probes=probes).cards[0]
+    assert c.status == "PREREQUISITE_MISSING"
+    check = next(p for p in c.prerequisites if p.name == "flydsl_software_blockscale_core")
+    assert check.met is False and "kernels/flydsl_fp8_blockscale_gemm/flydsl_gemm.py" in check.detail
+    assert check.fallback_present is False  # the throw-away project has no such file
+    # a failure still outranks the missing prerequisite
+    assert run(svc, probes=probes, gates=gates_fail).cards[0].status == "FAILED"
+
+
+def test_a_capability_without_a_probe_is_not_confirmed(svc):
+    c = run(svc, card=MXFP8, probes={}).cards[0]
+    assert c.status == "PREREQUISITE_MISSING" and "no probe registered for capability 'gfx950_scaled_mfma'" in c.reason
+
+
+def test_a_box_without_a_gpu_cannot_test_the_claims(svc):
+    calls = []
+    report = run(svc, card=MXFP8, platform=CPU, verifier=lambda *a: calls.append(a))
+    c = report.cards[0]
+    assert calls == [] and c.status == "NOT_APPLICABLE_HERE"
+    verifier = next(s for s in c.stages if s.name == "verifier")
+    assert verifier.status == "NOT_APPLICABLE" and "no GPU on this box" in verifier.reason
+    assert svc.get_recipe(MXFP8).reverification.claims_current is None
+
+
+def test_another_gpu_generation_records_results_but_does_not_judge_gfx950_claims(svc):
+    v = verifier_with({"4096x2048x7168": 0.9})
+    c = run(svc, platform=H200, verifier=v).cards[0]
+    assert v.calls[0][1:3] == ("triton_twin", "cublas_blockscale")  # the card's cuda arms
+    assert c.status == "NOT_APPLICABLE_HERE" and "claims are for gfx950" in c.reason
+    assert len(svc.get_validation_history(BLOCKSCALE, platform="cuda").results) == 4
+
+
+def test_all_cards_and_no_recording(svc):
+    report = run(svc, card=None, record=False)
+    assert [c.card_id for c in report.cards] == sorted([BLOCKSCALE, MXFP8, MOE]) and report.ledger is None
+    assert svc.get_validation_history(BLOCKSCALE).reverifications == []
+    moe = next(c for c in report.cards if c.card_id == MOE)
+    gates = next(s for s in moe.stages if s.name == "gates")
+    assert gates.status == "NOT_APPLICABLE" and "declares no gfx950 compile targets" in gates.reason
+    assert "stages" not in report.table() and BLOCKSCALE in report.table()
+
+
+def test_decide_applies_the_documented_precedence():
+    def st(name, status):
+        return StageResult(name=name, status=status, reason=f"{name} {status}")
+
+    assert decide([st("prerequisites", "MISSING"), st("gates", "FAIL"), st("claims", "DRIFTED")])[0] == "FAILED"
+    assert decide([st("prerequisites", "MISSING"), st("verifier", "PASS"), st("claims", "DRIFTED")])[0] == "DRIFTED"
+    assert decide([st("prerequisites", "MISSING"), st("verifier", "PASS"), st("claims", "CONFIRMED")])[0] == "PREREQUISITE_MISSING"
+    assert decide([st("prerequisites", "PASS"), st("gates", "SKIPPED"), st("verifier", "PASS"),
+                   st("claims", "CONFIRMED")])[0] == "CONFIRMED"
+    assert decide([st("prerequisites", "PASS"), st("verifier", "NOT_APPLICABLE"),
+                   st("claims", "NOT_APPLICABLE")])[0] == "NOT_APPLICABLE_HERE"
+    assert worst(["CONFIRMED", "NOT_APPLICABLE_HERE", "DRIFTED"]) == "DRIFTED"

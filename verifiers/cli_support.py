@@ -1,0 +1,153 @@
+"""CLI glue for ``skill-server verify CARD --candidate FILE:FUNC [--baseline ARM] [--shape MxNxK]... [--json]``.
+
+The lead's CLI adds the ``CARD`` positional itself, resolves it to the card's problem name,
+and calls::
+
+    add_verify_arguments(verify_parser)
+    return run_verify_command(args, problem_name)
+
+Exit codes: 0 the verification ran and the candidate is correct (verdict FASTER, SLOWER,
+NO_DIFFERENCE, or INCONCLUSIVE when timing was switched off), 1 FAIL, 2 bad input,
+3 ERROR (the harness or the problem could not decide).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from pydantic import ValidationError
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
+
+
+def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
+    """Every option of the verify command except the card positional."""
+    parser.add_argument("--candidate", required=True, metavar="FILE.py:FUNC",
+                        help="the rewrite: FILE.py:FUNC, package.module:FUNC, or arm:NAME (a problem arm)")
+    parser.add_argument("--baseline", metavar="ARM", default=None,
+                        help="baseline arm of the problem (default: the problem's baseline for this platform)")
+    parser.add_argument("--shape", metavar="MxNxK", action="append", dest="shapes", default=None,
+                        help="shape to verify (repeatable; default: the problem's shapes)")
+    parser.add_argument("--json", action="store_true", help="print the full report as JSON on stdout")
+    parser.add_argument("--report", metavar="PATH", default=None, help="also write the JSON report to PATH")
+    parser.add_argument("--plot", metavar="PNG", default=None, help="write the per-round timing plot")
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved A/B rounds (>= 5)")
+    parser.add_argument("--seed", type=int, action="append", dest="seeds", default=None,
+                        help="parity seed (repeatable; default: the problem's seeds)")
+    parser.add_argument("--no-secret-seed", action="store_true", help="skip the secret parity seed")
+    parser.add_argument("--noise-floor", type=float, default=None, help="the card's declared noise floor (e.g. 0.01)")
+    parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help="per-shape worker time limit")
+    parser.add_argument("--device", default=None, help="auto | cpu | cuda | cuda:N")
+    parser.add_argument("--rocprof-trace", metavar="CSV", default=None, help="rocprofv3 kernel trace of the candidate")
+    parser.add_argument("--rocprof-baseline-trace", metavar="CSV", default=None, help="rocprofv3 kernel trace of the baseline")
+    parser.add_argument("--no-timing", action="store_true", help="parity and signature only")
+    parser.add_argument("--no-profile", action="store_true", help="skip the runtime-signature / segment profiling")
+    parser.add_argument("--options", metavar="JSON", default=None,
+                        help="further VerifyOptions as a JSON object or a path to a JSON file")
+    parser.add_argument("--quiet", action="store_true", help="no progress display on stderr")
+
+
+def options_from_args(args: argparse.Namespace) -> Any:
+    """Build VerifyOptions from the parsed arguments (flags override ``--options``)."""
+    from verifiers.options import VerifyOptions
+
+    base: dict[str, Any] = {}
+    if args.options:
+        text = args.options
+        path = Path(text)
+        if not text.lstrip().startswith("{") and path.is_file():
+            text = path.read_text()
+        try:
+            base = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--options: not JSON ({exc})") from None
+        if not isinstance(base, dict):
+            raise ValueError("--options: expected a JSON object of VerifyOptions fields")
+    flags = {
+        "rounds": args.rounds,
+        "seeds": args.seeds,
+        "noise_floor": args.noise_floor,
+        "time_limit_s": args.time_limit,
+        "device": args.device,
+        "plot_path": args.plot,
+        "rocprof_trace": args.rocprof_trace,
+        "rocprof_baseline_trace": args.rocprof_baseline_trace,
+    }
+    base.update({k: v for k, v in flags.items() if v is not None})
+    if args.no_secret_seed:
+        base["secret_seed"] = False
+    if args.no_timing:
+        base["timing"] = False
+    if args.no_profile:
+        base["profile"] = False
+    return VerifyOptions.model_validate(base)
+
+
+class ProgressDisplay:
+    """One updating line on a terminal; one line per new message otherwise."""
+
+    def __init__(self, stream: TextIO = sys.stderr) -> None:
+        self.stream = stream
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self.last = ""
+
+    def __call__(self, done: int, total: int, message: str) -> None:
+        frac = done / total if total else 0.0
+        if self.tty:
+            bar = "#" * int(frac * 24)
+            self.stream.write(f"\r[{bar:<24}] {frac:4.0%} {message[:70]:<70}")
+            self.stream.flush()
+        elif message != self.last:
+            self.stream.write(f"[{frac:4.0%}] {message}\n")
+            self.stream.flush()
+        self.last = message
+
+    def close(self) -> None:
+        if self.tty and self.last:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def exit_code(verdict: str) -> int:
+    if verdict == "FAIL":
+        return EXIT_FAIL
+    if verdict == "ERROR":
+        return EXIT_ERROR
+    return EXIT_OK
+
+
+def run_verify_command(args: argparse.Namespace, card_problem_name: str) -> int:
+    """Run ``verify`` for the card's problem, print the summary (or JSON), return the exit code."""
+    from verifiers.api import verify
+
+    try:
+        options = options_from_args(args)
+    except (ValueError, ValidationError) as exc:
+        print(f"error: invalid verify options: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    display = None if args.quiet else ProgressDisplay()
+    try:
+        report = verify(card_problem_name, args.candidate, baseline=args.baseline, shapes=args.shapes,
+                        options=options, progress=display)
+    except (ValueError, KeyError, FileNotFoundError, ImportError, TypeError, AttributeError) as exc:
+        if display:
+            display.close()
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"error: {msg}", file=sys.stderr)
+        return EXIT_USAGE
+    if display:
+        display.close()
+    text = report.model_dump_json(indent=2)
+    if args.report:
+        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.report).write_text(text)
+    if args.json:
+        print(text)
+    else:
+        print(report.summary())
+        if report.plot_path:
+            print(f"plot: {report.plot_path}")
+    return exit_code(report.verdict)

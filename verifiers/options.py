@@ -1,0 +1,82 @@
+"""``VerifyOptions``: every knob of one verification, validated at the boundary."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from verifiers.timing import TimingConfig
+
+
+class VerifyOptions(BaseModel):
+    """Options of ``verifiers.api.verify`` (and of the worker they are passed to)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # timing protocol
+    rounds: int = Field(12, ge=5, description="interleaved A/B rounds (ABBA/BAAB), at least 5")
+    aa_rounds: int | None = Field(None, ge=5, description="A/A control rounds (default: rounds)")
+    block_ms: float = Field(20.0, gt=0, description="target duration of one block of calls")
+    min_calls_per_block: int = Field(3, ge=1)
+    max_calls_per_block: int = Field(500, ge=1)
+    warmup_ms: float = Field(25.0, ge=25.0)
+    warmup_calls: int = Field(10, ge=10)
+    rotating_sets: int = Field(3, ge=2, description="buffer sets per arm (pointer-keyed caches do not help)")
+    flush_bytes: int | None = Field(None, ge=1, description="override the flush size (default max(2 x LLC, floor))")
+    bootstrap_samples: int = Field(4000, ge=200)
+    bootstrap_seed: int = 20261130
+    noise_floor: float | None = Field(
+        None, ge=0.0, description="the card's declared noise floor (default: 0.01 on GPUs, 0.05 on CPU)"
+    )
+    timing: bool = True
+    time_failed_parity: bool = Field(False, description="time the arms even when parity failed")
+    cpu_threads: int | None = Field(1, ge=1, description="torch threads on CPU (1 keeps CPU timing stable)")
+    cpu_timer: Literal["process_time", "perf_counter"] = "process_time"
+
+    # parity protocol
+    seeds: list[int] | None = Field(None, description="parity seeds (default: the problem's)")
+    secret_seed: bool = Field(True, description="add a seed drawn from os.urandom, revealed in the report")
+    hidden_shapes: bool = Field(True, description="also check the problem's hidden shapes (parity only)")
+    strict_min_cosine: float = Field(0.99, ge=-1.0, le=1.0, description="cosine floor in strict mode when the problem sets none")
+    max_error_ratio: float = Field(
+        2.0, gt=0, description="candidate rel-L2 <= this x the baseline's (when the problem sets no ratio)"
+    )
+    determinism_atol: float | None = Field(None, ge=0.0)
+    determinism_rtol: float | None = Field(None, ge=0.0)
+    settle_ms: float = Field(20.0, ge=0.0, description="wait before checking outputs did not change after return")
+
+    # runtime signature / segment
+    profile: bool = True
+    profile_calls: int = Field(3, ge=1)
+    candidate_required: list[str] = Field(default_factory=list, description="extra kernel regexes the candidate must run")
+    candidate_forbidden: list[str] = Field(default_factory=list)
+    candidate_launches_per_iter: int | None = Field(None, ge=1)
+    forbid_baseline_kernels: bool = Field(True, description="the candidate may not run the baseline arm's required kernels")
+    rocprof_trace: str | None = Field(None, description="rocprofv3 kernel-trace CSV of the candidate arm")
+    rocprof_baseline_trace: str | None = Field(None, description="rocprofv3 kernel-trace CSV of the baseline arm")
+
+    # physical bounds
+    peak_tflops: float | None = Field(None, gt=0, description="declared peak for the problem's dtype (TFLOP/s)")
+    peak_bandwidth_gbs: float | None = Field(None, gt=0, description="declared bandwidth (GB/s); default: measured copy")
+    bound_margin: float = Field(0.2, ge=0.0, lt=1.0)
+
+    # process
+    device: str = Field("auto", description="auto | cpu | cuda | cuda:N (ROCm devices are cuda:N in torch)")
+    time_limit_s: float = Field(900.0, gt=0, description="wall-clock limit of each worker subprocess")
+    plot_path: str | None = Field(None, description="PNG of both arms' per-round times")
+    python: str | None = Field(None, description="interpreter for the worker (default: this one)")
+
+    def timing_config(self) -> TimingConfig:
+        return TimingConfig(
+            rounds=self.rounds,
+            aa_rounds=self.aa_rounds,
+            block_ms=self.block_ms,
+            min_calls_per_block=self.min_calls_per_block,
+            max_calls_per_block=self.max_calls_per_block,
+            warmup_ms=self.warmup_ms,
+            warmup_calls=self.warmup_calls,
+            rotating_sets=self.rotating_sets,
+            bootstrap_samples=self.bootstrap_samples,
+            bootstrap_seed=self.bootstrap_seed,
+            noise_floor=self.noise_floor,
+        )
