@@ -21,11 +21,16 @@ intermediate 2880, E=128; and top_k=8, hidden 7168, intermediate 2048, E=256):
 5. **Reduce bandwidth**: bytes the reduce moves (partial read + bf16 write) over its time,
    against a device-to-device copy measured in the same run (bytes read + written).
 
-Timing is done here directly with torch.cuda events and torch.profiler (the project's
-``verifiers/api.py`` did not exist when this script was written; the full verifier
-protocol -- A/A control, rotation, bootstrap -- is the verifier's job, this script
-reports the figures the card quotes). Writes ``moe_stage2_h200.json`` and
-``moe_stage2_h200.md`` under ``--out`` and prints the summary table last.
+6. **The project's verifier** (``verifiers.api.verify``, GPU runs only, ``--no-verifier``
+   skips it): the fp8 arm as candidate against the bf16 baseline arm on the same shapes,
+   full protocol (parity with secret seed and perturbations, runtime signatures, segment
+   score, A/A + interleaved A/B with bootstrap interval); its summary and verdict are
+   stored beside the direct figures.
+
+Steps 3-5 time directly with torch.cuda events and torch.profiler (self-contained, so the
+figures the card quotes come out even if the verifier stage errors). Writes
+``moe_stage2_h200.json`` and ``moe_stage2_h200.md`` under ``--out`` and prints the
+summary table last.
 """
 from __future__ import annotations
 
@@ -55,6 +60,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--calls", type=int, default=10, help="timed calls per arm per round letter (default 10)")
     ap.add_argument("--profile-iters", type=int, default=20, help="profiled iterations per arm (default 20)")
     ap.add_argument("--seed", type=int, default=0, help="input seed")
+    ap.add_argument("--no-verifier", action="store_true", help="skip verifiers.api.verify (always skipped with --smoke)")
     return ap.parse_args(argv)
 
 
@@ -143,7 +149,7 @@ def kernel_times(launch: Any, clock: Clock, iters: int) -> dict[str, dict]:
             else ev.cpu_time_total
         if total_us <= 0 or ev.count == 0:
             continue
-        out[ev.key] = {"calls": ev.count, "ms_per_call": total_us / 1e3 / (ev.count if not clock.gpu else iters)}
+        out[ev.key] = {"calls": ev.count, "ms_per_call": total_us / 1e3 / ev.count}
     missing = names - set(out)
     if missing:
         raise RuntimeError(f"profiler did not see kernels {sorted(missing)}; saw {sorted({e.key for e in prof.key_averages()})[:20]}")
@@ -197,7 +203,7 @@ def run_shape(dims: dict, args: argparse.Namespace, device: Any) -> dict:
 
     from verifiers.problem import load_problem
 
-    from skill_kernels.flydsl_prefill_moe_stage2_fp8partial import calibration, mismatched_scale, naming, oracle
+    from skill_kernels.flydsl_prefill_moe_stage2_fp8partial import calibration, mismatched_scale, naming, oracle, routing
 
     problem = load_problem(PROBLEM_NAME)
     clock = Clock(device)
@@ -207,6 +213,9 @@ def run_shape(dims: dict, args: argparse.Namespace, device: Any) -> dict:
     partials = oracle.stage2_partials(inputs)
     ref = oracle.reduce_partials(partials, dims["top_k"])
     res["inputs_s"] = round(time.time() - t0, 2)
+    res["routing"] = {"imbalance": routing.load_imbalance(inputs["topk_ids"], dims["E"]),
+                      "rows_padded": int(inputs["num_padded"]),
+                      **routing.padded_blocks_summary(inputs["block_expert"], dims["E"])}
 
     cal = calibration.scale_for(dims, device=device)
     on_bench = calibration.fp8_fractions(partials, cal.scale)
@@ -261,6 +270,19 @@ def run_shape(dims: dict, args: argparse.Namespace, device: Any) -> dict:
     return res
 
 
+def run_verifier(shapes: list[dict]) -> dict:
+    """``verifiers.api.verify`` with the fp8 arm as candidate, on every bench shape."""
+    from verifiers.api import VerifyOptions, verify
+
+    from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.oracle import DIM_NAMES
+
+    texts = ["x".join(str(d[n]) for n in DIM_NAMES) for d in shapes]
+    t = time.time()
+    report = verify(PROBLEM_NAME, "arm:triton_fp8", baseline="triton_bf16", shapes=texts, options=VerifyOptions())
+    return {"summary": report.summary(), "verdict": str(report.verdict), "complete": report.complete,
+            "seconds": round(time.time() - t, 1), "report": json.loads(report.model_dump_json())}
+
+
 # --- report ------------------------------------------------------------------------
 
 def _shape_label(d: dict) -> str:
@@ -277,8 +299,10 @@ def markdown(report: dict) -> str:
         if "error" in r:
             lines += [f"ERROR: {r['error']}", ""]
             continue
-        c = r["calibration"]
-        lines += [f"Scale s = {c['scale']:.6g} (`{c['scale_hex']}`); on the bench inputs: amax*s = "
+        c, rt = r["calibration"], r["routing"]
+        lines += [f"Routing: busiest expert {rt['imbalance']:.2f}x the mean load; {rt['blocks']} blocks of 64 rows "
+                  f"(max {rt['max_blocks']} on one expert, {rt['idle_experts']} idle experts).", "",
+                  f"Scale s = {c['scale']:.6g} (`{c['scale_hex']}`); on the bench inputs: amax*s = "
                   f"{c['bench_amax'] * c['scale']:.1f}, saturated {c['bench_fractions']['saturated']:.2e}, "
                   f"flushed {c['bench_fractions']['flushed']:.2e}, subnormal {c['bench_fractions']['subnormal']:.2e}.", "",
                   "| arm | GEMM kernel | GEMM ms | reduce kernel | reduce ms | segment ms |", "|---|---|---|---|---|---|"]
@@ -299,6 +323,11 @@ def markdown(report: dict) -> str:
         for name, b in r["reduce_bandwidth"].items():
             lines.append(f"- reduce {name}: {b['bytes'] / 1e9:.3f} GB in {r['kernels'][name]['reduce_ms']:.4f} ms = "
                          f"{b['gbps']:.0f} GB/s ({b['fraction_of_copy']:.1%} of the copy)")
+        lines.append("")
+    v = report.get("verifier")
+    if v:
+        lines += ["## verifiers.api.verify (arm:triton_fp8 vs triton_bf16)", ""]
+        lines += (["```", v["summary"], "```"] if "summary" in v else [f"ERROR: {v.get('error')}"])
         lines.append("")
     return "\n".join(lines)
 
@@ -357,12 +386,23 @@ def main(argv: list[str] | None = None) -> int:
             r = {"dims": dims, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
         r["wall_s"] = round(time.time() - t, 1)
         report["shapes"].append(r)
+    if not args.smoke and not args.no_verifier:
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        try:
+            report["verifier"] = run_verifier(shapes)
+        except Exception as exc:
+            import traceback
+
+            report["verifier"] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = "moe_stage2_smoke" if args.smoke else "moe_stage2_h200"
     (out / f"{stem}.json").write_text(json.dumps(report, indent=1, default=str))
     (out / f"{stem}.md").write_text(markdown(report))
     print(f"wrote {out / (stem + '.json')} and {out / (stem + '.md')}")
+    if "verifier" in report:
+        print(report["verifier"].get("summary") or f"verifier ERROR: {report['verifier'].get('error')}")
     print(summary_table(report))
     return 1 if any("error" in r for r in report["shapes"]) else 0
 

@@ -11,6 +11,7 @@ COMMAND_MODULES = (
     "skill_server.cli_catalog",
     "skill_server.cli_serve",
     "skill_server.cli_ledger",
+    "skill_server.cli_verify",
 )
 
 

@@ -92,6 +92,9 @@ def render_match(result, indent: str = "") -> str:
         lines.append(f"{indent}  expect: speedup >= {m.expectations.speedup_floor}x, parity {m.expectations.parity}")
         for r in m.reasons:
             lines.append(f"{indent}    {r.status:8s} {r.criterion}: {r.detail}")
+        if m.reverification is not None and m.reverification.platforms:
+            current = {True: "current", False: "NOT current", None: "not confirmed"}[m.reverification.claims_current]
+            lines.append(f"{indent}  re-verified: {m.reverification.summary} (claims {current})")
         for c in m.caveats:
             lines.append(f"{indent}  caveat: {c}")
     for a in result.abstained:
@@ -144,6 +147,9 @@ def cmd_list(args) -> int:
         print(f"{s.id}  [{s.validation_status} {s.validation_date or '-'}]  gens={','.join(s.gens)}  "
               f"ops={','.join(s.operators)}  scale={','.join(s.scale_formats or ['any'])}")
         print(f"    {s.title}")
+        if s.reverification.platforms:
+            print(f"    re-verified: {s.reverification.summary}"
+                  + ("  (claims NOT current)" if s.reverification.claims_current is False else ""))
     if result.next_cursor:
         print(f"... more: --cursor {result.next_cursor}")
     if result.catalog_problems:
@@ -161,6 +167,11 @@ def cmd_show(args) -> int:
         print(view.text)
         return EXIT_OK
     print(f"# {view.card_id} [{view.validation_status}; last verified {view.last_verified}]\n{view.title}\n")
+    if view.reverification.platforms:
+        print(f"re-verified: {view.reverification.summary}")
+        for c in view.reverification.caveats:
+            print(f"  caveat: {c}")
+        print()
     if view.shape_class:
         sc = view.shape_class
         print(f"shape {view.shape} -> {sc.class_id} ({sc.selection}, {'tuned' if sc.tuned else 'untuned'}): {sc.advice}")

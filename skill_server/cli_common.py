@@ -16,7 +16,8 @@ EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 def service_from(args: Any):
     from .service import SkillService
 
-    return SkillService(args.skills_dir, check_interval=3600.0)
+    # --ledger: a global option (when cli.py declares it) or a command's own
+    return SkillService(args.skills_dir, check_interval=3600.0, ledger_path=getattr(args, "ledger", None))
 
 
 def emit_json(model: BaseModel | list | dict) -> None:

@@ -17,7 +17,8 @@ MAX_INPUT_BYTES = 16 * 1024 * 1024
 
 
 def _ledger_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ledger", metavar="PATH", default=None,
+    # SUPPRESS: absent here, a global --ledger (given before the command) is not overwritten
+    p.add_argument("--ledger", metavar="PATH", default=argparse.SUPPRESS,
                    help="ledger file (default: $SKILL_SERVER_LEDGER, else <project>/var/ledger.sqlite)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -83,9 +84,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _service(args):
-    from .service import SkillService
+    from .cli_common import service_from
 
-    return SkillService(args.skills_dir, check_interval=3600.0, ledger_path=args.ledger)
+    return service_from(args)
 
 
 def _who(explicit: str | None) -> str:
@@ -152,11 +153,14 @@ def cmd_record(args) -> int:
 
 
 def _records_from_report(svc, args, report, who: str) -> list:
-    from .reverify import detect_platform, git_revision, platform_from_report, records_from_report
+    from .reverify import (detect_platform, git_rev_from_report, git_revision, platform_from_report,
+                           records_from_report)
 
     if not args.card:
         raise ValueError("--from-report needs --card (the card the report verifies)")
     card = svc.card(args.card).card
+    if not isinstance(report, dict):
+        raise ValueError(f"{args.file}: a verifier report is a JSON object")
     platform = platform_from_report(report) or detect_platform()
     vb = card.verifier
     baseline = args.baseline or (vb.baseline.get(platform.runtime) if vb else None)
@@ -167,8 +171,14 @@ def _records_from_report(svc, args, report, who: str) -> list:
     if path and not Path(path).is_relative_to(svc.project_root):
         print(f"note: report path not stored: {path} lies outside the project {svc.project_root}", file=sys.stderr)
         path = None
-    return records_from_report(report, card.id, baseline, candidate, who, platform,
-                               git_rev=git_revision(svc.project_root), report_path=path)
+    records, skipped = records_from_report(report, card.id, baseline, candidate, who, platform,
+                                           git_rev=git_rev_from_report(report) or git_revision(svc.project_root),
+                                           report_path=path)
+    for line in skipped:
+        print(f"note: not recorded: {line}", file=sys.stderr)
+    if not records:
+        raise ValueError("the report holds no timed result to record")
+    return records
 
 
 @handles_errors

@@ -49,7 +49,7 @@ def _fail(msg: str) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .connect_hints import TOKEN_ENV, ServeOptions, connect_text
+    from .connect_hints import TOKEN_ENV, ServeOptions, connect_text, http_url
     from .mcp_http import is_loopback
 
     token = args.token or os.environ.get(TOKEN_ENV) or None
@@ -63,10 +63,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         return _fail(f"--port {args.port}: expected 1-65535")
     opts = ServeOptions(transport=args.transport, host=args.host, port=args.port, skills_dir=args.skills_dir,
-                        token_set=bool(token) and http, enable_exec_tools=args.enable_exec_tools,
+                        token_set=bool(token), enable_exec_tools=args.enable_exec_tools,
                         enable_write_tools=args.enable_write_tools)
     if args.print_connect:
-        print(connect_text(opts.model_copy(update={"token_set": bool(token)})))
+        print(connect_text(opts))
         return EXIT_OK
 
     roots: tuple[Path, ...] | None = None
@@ -81,6 +81,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     notes = []
     if token and not http:
         notes.append("the token applies to HTTP only; over stdio the client that launches the server is trusted")
+    if http and not token:
+        notes.append(f"no token set: any local process can connect; set {TOKEN_ENV} to require one")
     if args.token:
         notes.append(f"a token on the command line shows in process listings; prefer the {TOKEN_ENV} env var")
 
@@ -91,11 +93,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
                               profile_roots=roots)
     service = SkillService(args.skills_dir)
     catalog = service.catalog
-    where = f"{opts.host}:{opts.port}" if http else "stdio"
+    where = f"HTTP at {http_url(opts)}" if http else "stdio"
     status = (f"skill-server: {len(catalog.cards)} cards from {catalog.skills_dir}; MCP over {where}; "
               f"exec tools {'ON' if settings.allow_exec_tools else 'off'}, "
               f"write tools {'ON' if settings.allow_write_tools else 'off'}"
-              + (f"; HTTP bearer token required" if opts.token_set else ""))
+              + ("; HTTP bearer token required" if http and token else ""))
     if catalog.problems:
         notes.append(f"{len(catalog.problems)} card problem(s) left cards out: run `skill-server lint`")
     lines = [status, *(f"skill-server: note: {n}" for n in notes)]

@@ -663,18 +663,24 @@ class Ledger:
                                      reason=r[5], recorded_at=r[6], recorded_by=r[7], git_rev=r[8],
                                      detail=json.loads(r[9])) for r in rows]
 
-    def latest_statuses(self) -> dict[str, list[PlatformStatus]]:
-        """The latest re-verification row per (card, platform)."""
+    def latest_status_rows(self) -> dict[str, list[tuple[str, str, str, str]]]:
+        """The latest re-verification per (card, platform) as plain tuples
+        (platform, status, recorded_at, reason): cheap enough to reload on every change."""
         if not self.exists():
             return {}
-        sql = ("SELECT v.card_id, v.platform_key, v.status, v.reason, v.recorded_at FROM reverifications v"
+        sql = ("SELECT v.card_id, v.platform_key, v.status, v.recorded_at, v.reason FROM reverifications v"
                " JOIN (SELECT MAX(id) AS id FROM reverifications GROUP BY card_id, platform_key) m ON v.id = m.id")
         with self._connect() as conn:
             rows = conn.execute(sql).fetchall()
-        out: dict[str, list[PlatformStatus]] = {}
-        for card_id, key, status, reason, at in rows:
-            out.setdefault(card_id, []).append(PlatformStatus(platform=key, status=status, date=at, reason=reason))
+        out: dict[str, list[tuple[str, str, str, str]]] = {}
+        for card_id, *rest in rows:
+            out.setdefault(card_id, []).append(tuple(rest))  # type: ignore[arg-type]
         return out
+
+    def latest_statuses(self) -> dict[str, list[PlatformStatus]]:
+        """The latest re-verification row per (card, platform)."""
+        return {cid: [PlatformStatus(platform=p, status=s, date=at, reason=r) for p, s, at, r in rows]
+                for cid, rows in self.latest_status_rows().items()}
 
     def schema_version(self) -> int:
         with self._connect() as conn:
@@ -713,24 +719,26 @@ def _platform_clause(platform: str) -> tuple[str, list[str]]:
 class LatestStatusCache:
     """The latest re-verification status per card, kept in memory for the match path.
 
-    ``get()`` costs a dict lookup; at most every ``check_interval`` seconds it also stats
-    the ledger files and reloads when another process committed. Writes through this
-    process call ``invalidate()`` and are visible at once.
+    ``get()`` returns a mapping whose ``get(card_id, default)`` builds a card's summary on
+    first use (so a reload costs one query, not one model per card); at most every
+    ``check_interval`` seconds it also stats the ledger files and reloads when another
+    process committed. Writes through this process call ``invalidate()`` and are visible
+    at once.
     """
 
-    def __init__(self, ledger: Ledger, build: Callable[[dict[str, list[PlatformStatus]]], dict[str, Any]],
+    def __init__(self, ledger: Ledger, build: Callable[[str, list[PlatformStatus]], Any],
                  check_interval: float = 1.0):
         self.ledger = ledger
         self._build = build
         self.check_interval = check_interval
-        self._value: dict[str, Any] | None = None
+        self._value: _LazySummaries | None = None
         self._token: tuple[Any, ...] | None = None
         self._checked_at = 0.0
 
     def invalidate(self) -> None:
         self._value = None
 
-    def get(self) -> dict[str, Any]:
+    def get(self) -> "_LazySummaries":
         now = time.monotonic()
         value = self._value
         if value is not None and now - self._checked_at < self.check_interval:
@@ -740,9 +748,28 @@ class LatestStatusCache:
         if value is not None and token == self._token:
             return value
         try:
-            latest = self.ledger.latest_statuses()
+            latest = self.ledger.latest_status_rows()
         except (sqlite3.Error, LedgerError):
             latest = {}  # an unreadable ledger must not take the match path down
-        value = self._build(latest)
+        value = _LazySummaries(latest, self._build)
         self._value, self._token = value, token
+        return value
+
+
+class _LazySummaries(dict):
+    """card id -> summary, built from the raw rows on first access (thread-safe enough:
+    two threads building the same summary build equal values)."""
+
+    def __init__(self, rows: dict[str, list[tuple[str, str, str, str]]], build: Callable[[str, list[PlatformStatus]], Any]):
+        super().__init__()
+        self._rows, self._build = rows, build
+
+    def get(self, card_id: str, default: Any = None) -> Any:  # type: ignore[override]
+        if card_id in self:
+            return self[card_id]
+        rows = self._rows.get(card_id)
+        if rows is None:
+            return default
+        value = self._build(card_id, [PlatformStatus(platform=p, status=s, date=at, reason=r) for p, s, at, r in rows])
+        self[card_id] = value
         return value

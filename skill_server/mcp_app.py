@@ -59,6 +59,10 @@ class SkillMCPServer(MCPServer):
         ctx = find_context_parameter(fn)
         self._arg_names[name or fn.__name__] = {p for p in inspect.signature(fn).parameters if p != ctx}
 
+    def remove_tool(self, name: str) -> None:
+        super().remove_tool(name)
+        self._arg_names.pop(name, None)
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         known = self._arg_names.get(name)
         if known is None:

@@ -34,7 +34,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from .cards import Card, CardProblem, MatchSpec, Predicate, Review, ShapeClass
+from .cards import Card, CardProblem, MatchSpec, ParsedCard, Predicate, Review, ShapeClass
 from .shapes import metric_value, predicate_holds
 from .vocabulary import VocabularyError, vocabulary
 
@@ -316,11 +316,35 @@ def _inside(cls: ShapeClass, M: int, N: int, K: int, cu: int) -> bool:
     return all(predicate_holds(p, metric_value(p.metric, M, N, K, p.tile or cls.tile, cu)) for p in cls.when)
 
 
+_GRID_SHAPES = tuple((M, N, K) for M in _GRID for N in _GRID for K in _GRID)
+_GRID_SET = frozenset(_GRID_SHAPES)
+
+
 def _probe_shapes(a: Subject, b: Subject) -> list[tuple[int, int, int]]:
-    extra = a.extra_shapes + b.extra_shapes
-    values = sorted(set(_GRID) | {d for s in extra for d in s})
-    grid = [(M, N, K) for M in values for N in values for K in values]
-    return list(dict.fromkeys(extra + grid))
+    """The fixed grid plus both cards' own shapes (validated and verifier shapes)."""
+    return list(dict.fromkeys(a.extra_shapes + b.extra_shapes + list(_GRID_SHAPES)))
+
+
+def _key(preds: list[Predicate], cu: int) -> tuple:
+    return (cu, tuple(tuple(sorted(p.model_dump(exclude={"why"}).items(), key=lambda kv: kv[0])) for p in preds))
+
+
+@lru_cache(maxsize=1024)
+def _grid_accepts(key: tuple, preds_json: str) -> frozenset[tuple[int, int, int]]:
+    """The grid shapes a constraint set accepts (cached: lint compares every pair)."""
+    from pydantic import TypeAdapter
+
+    preds = TypeAdapter(list[Predicate]).validate_json(preds_json)
+    return frozenset(s for s in _GRID_SHAPES if _accepts(preds, *s, key[0]))
+
+
+def _accepted(preds: list[Predicate], cu: int, shapes: list[tuple[int, int, int]]) -> set[tuple[int, int, int]]:
+    if not preds:
+        return set(shapes)
+    from pydantic import TypeAdapter
+
+    grid = _grid_accepts(_key(preds, cu), TypeAdapter(list[Predicate]).dump_json(preds).decode())
+    return {s for s in shapes if s in grid or (s not in _GRID_SET and _accepts(preds, *s, cu))}
 
 
 def compare_shapes(a: Subject, b: Subject) -> DimensionComparison:
@@ -334,16 +358,11 @@ def compare_shapes(a: Subject, b: Subject) -> DimensionComparison:
         shared_shapes: list[tuple[int, int, int]] = []
     else:
         probes = _probe_shapes(a, b)
-        cua, cub = _compute_units(a.match), _compute_units(b.match)
-        both, only_a, only_b = [], [], []
-        for s in probes:
-            ina, inb = _accepts(ca, *s, cua), _accepts(cb, *s, cub)
-            if ina and inb:
-                both.append(s)
-            elif ina:
-                only_a.append(s)
-            elif inb:
-                only_b.append(s)
+        acc_a = _accepted(ca, _compute_units(a.match), probes)
+        acc_b = _accepted(cb, _compute_units(b.match), probes)
+        both = [s for s in probes if s in acc_a and s in acc_b]
+        only_a = [s for s in probes if s in acc_a and s not in acc_b]
+        only_b = [s for s in probes if s in acc_b and s not in acc_a]
         shared_shapes = both
         if not both:
             rel = "disjoint"
@@ -361,8 +380,8 @@ def compare_shapes(a: Subject, b: Subject) -> DimensionComparison:
     if rel != "disjoint" and a.shape_classes and b.shape_classes:
         if probes is None:
             probes = _probe_shapes(a, b)
-            cu = _compute_units(a.match)
-            shared_shapes = [s for s in probes if _accepts(ca, *s, cu)]
+            accepted = _accepted(ca, _compute_units(a.match), probes)
+            shared_shapes = [s for s in probes if s in accepted]
         meets = _class_meetings(a, b, shared_shapes)
         if meets:
             cmp.detail += "; shape classes meeting on shared shapes: " + ", ".join(meets)
@@ -466,10 +485,11 @@ def _review(card_id: str, rv: Review) -> ReviewNote:
 
 
 # ============================================================================ lint
-def catalog_overlap_problems(cards: dict[str, "ParsedCardLike"]) -> list[CardProblem]:  # noqa: F821
-    """Duplicates are errors, overlaps warnings; each pair is reported once, on the card
-    whose id sorts later. A duplicate where one card supersedes the other is a warning
-    (retire the superseded card)."""
+def catalog_overlap_problems(cards: dict[str, ParsedCard]) -> list[CardProblem]:
+    """Duplicates are errors, overlaps warnings; each pair is reported once, on the less
+    established card (experimental / draft before validated; else the id that sorts
+    later), naming the other. A duplicate where one card supersedes the other is a
+    warning (retire the superseded card)."""
     problems: list[CardProblem] = []
     ids = sorted(cards)
     subjects = {cid: Subject.of(cards[cid].card) for cid in ids}
@@ -478,8 +498,7 @@ def catalog_overlap_problems(cards: dict[str, "ParsedCardLike"]) -> list[CardPro
         for op in subjects[cid].match.operator:
             by_operator.setdefault(op.lower(), set()).add(cid)
     wildcard = {cid for cid in ids if "*" in subjects[cid].match.operator}
-    for j, cid in enumerate(ids):
-        parsed = cards[cid]
+    for cid in ids:
         peers = set(wildcard)
         for op in subjects[cid].match.operator:
             peers |= by_operator.get(op.lower(), set())
@@ -489,22 +508,34 @@ def catalog_overlap_problems(cards: dict[str, "ParsedCardLike"]) -> list[CardPro
             f = compare(subjects[cid], subjects[other])
             if f.kind == "distinct":
                 continue
+            parsed = cards[cid]
+            if _standing(cards[other]) > _standing(parsed):  # report on the less established card
+                parsed, other_id = cards[other], cid
+            else:
+                other_id = other
             line = parsed.line_of("match")
             if f.kind == "duplicate" and f.supersedes is None:
                 problems.append(CardProblem(
                     file=str(parsed.path), line=line, field="match", severity="error",
-                    message=f"match space duplicates card {other!r} (operators, generations, dtypes, scale formats, "
+                    message=f"match space duplicates card {other_id!r} (operators, generations, dtypes, scale formats, "
                             "regimes, op-name signature, shapes, evidence and backends all identical): merge the two, "
-                            f"narrow one, or list {other!r} in supersedes"))
+                            f"narrow one, or list {other_id!r} in supersedes"))
             elif f.kind == "duplicate":
                 problems.append(CardProblem(
                     file=str(parsed.path), line=line, field="match", severity="warning",
-                    message=f"match space identical to {other!r}, which one card supersedes: retire the superseded card "
+                    message=f"match space identical to {other_id!r}, which one card supersedes: retire the superseded card "
                             "(validation.status: deprecated)"))
             else:
                 shared = "; ".join(f.overlaps[:4])
                 problems.append(CardProblem(
                     file=str(parsed.path), line=line, field="match", severity="warning",
-                    message=f"match space overlaps card {other!r} and nothing separates them ({shared}): "
+                    message=f"match space overlaps card {other_id!r} and nothing separates them ({shared}): "
                             "add what decides between them (a scale format, shape constraint or evidence)"))
     return problems
+
+
+_STANDING = {"validated": 0, "experimental": 1, "draft": 2, "deprecated": 3}
+
+
+def _standing(parsed: ParsedCard) -> int:
+    return _STANDING.get(parsed.card.validation.status, 2)

@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field, ValidationError
 from .artifacts import parse_artifact
 from .cards import Card, ParsedCard, Prerequisite
 from .claims import ReverifyStatus, worst
-from .ledger import ArmResult, PlatformInfo, ResultRecord, parse_shape_text, shape_text
+from .ledger import PlatformInfo, ResultRecord, parse_shape_text, shape_text
 from .vocabulary import VocabularyError, vocabulary
 
 StageStatus = Literal["PASS", "FAIL", "MISSING", "SKIPPED", "NOT_APPLICABLE", "CONFIRMED", "DRIFTED"]
@@ -325,8 +325,8 @@ def check_prerequisite(prereq: Prerequisite, ctx: ProbeContext, probes: dict[str
 
 # ============================================================================ platform
 def detect_platform() -> PlatformInfo:
-    """What this box is: runtime, device, generation, library versions (imports torch
-    only when it is installed, to ask for a GPU)."""
+    """What this box is: runtime, device, generation, library versions. torch is
+    imported (to ask for the GPU) only when GPU device files exist."""
     from importlib.metadata import PackageNotFoundError, version
 
     libs: dict[str, str] = {}
@@ -336,7 +336,7 @@ def detect_platform() -> PlatformInfo:
         except PackageNotFoundError:
             pass
     runtime, device, gen = "cpu", f"cpu ({_platform.machine() or 'unknown'})", _platform.machine() or None
-    if importlib.util.find_spec("torch") is not None:
+    if _gpu_device_nodes() and importlib.util.find_spec("torch") is not None:
         import torch
 
         if torch.cuda.is_available():
@@ -355,6 +355,14 @@ def detect_platform() -> PlatformInfo:
         except VocabularyError:
             gen = None  # keyed by device name instead
     return PlatformInfo(device=device, generation=gen, runtime=runtime, libraries=libs)
+
+
+def _gpu_device_nodes() -> list[str]:
+    """Device files a CUDA or ROCm GPU brings (/dev/nvidia0, /dev/kfd, WSL's /dev/dxg).
+    None of them: no GPU, and torch (seconds to import) need not be asked."""
+    import glob
+
+    return glob.glob("/dev/nvidia[0-9]*") + [p for p in ("/dev/kfd", "/dev/dxg") if os.path.exists(p)]
 
 
 def git_revision(project_root: Path) -> str | None:
@@ -379,10 +387,15 @@ def default_gate_runner(folder: str) -> list[Any]:
 
 
 def default_verifier_runner(problem: str, candidate: str, baseline: str, shapes: list[str],
-                            progress: Callable[[str], None] | None) -> Any:
+                            progress: Callable[[str], None] | None, options: Any = None) -> Any:
+    """``verifiers.api.verify`` with the card's reference arm as the candidate."""
     from verifiers.api import verify
 
-    return verify(problem, candidate, baseline, shapes, None, progress)
+    def forward(done: int, total: int, message: str) -> None:
+        if progress is not None:
+            progress(f"{100 * done // max(total, 1)}% {message}")
+
+    return verify(problem, f"arm:{candidate}", baseline, shapes, options, forward)
 
 
 def run_gate_stage(card: Card, project_root: Path, runner: GateRunner | None) -> tuple[StageResult, list[Any]]:
@@ -422,97 +435,141 @@ def run_gate_stage(card: Card, project_root: Path, runner: GateRunner | None) ->
                        reason=f"{sum(1 for r in reports if r.status == 'PASS')} gfx950 target(s) in kernels/{folder} pass"), reports
 
 
-def _get(obj: Any, *names: str, default: Any = None) -> Any:
-    for name in names:
-        if isinstance(obj, dict) and name in obj:
-            return obj[name]
-        if not isinstance(obj, dict) and hasattr(obj, name):
-            return getattr(obj, name)
-    return default
-
-
 def _as_dict(obj: Any) -> Any:
     return obj.model_dump(mode="json") if hasattr(obj, "model_dump") else obj
 
 
+LEDGER_VERDICTS = ("FASTER", "SLOWER", "NO_DIFFERENCE", "FAIL")
+
+
+def _parity_summary(parity: dict[str, Any] | None) -> dict[str, float | int | str]:
+    """Worst figures of the candidate over every parity case and output (and the
+    baseline arm's, for comparison), from ``verifiers.parity.ParityResult``."""
+    if not parity:
+        return {}
+    out: dict[str, float | int | str] = {"status": str(parity.get("status"))}
+    cands = [o["candidate"] for c in parity.get("cases", []) for o in c.get("outputs", [])]
+    bases = [o["baseline"] for c in parity.get("cases", []) for o in c.get("outputs", [])]
+    for prefix, rows in (("", cands), ("baseline_", bases)):
+        if rows:
+            out[f"{prefix}min_cosine"] = min(r["cosine"] for r in rows)
+            out[f"{prefix}max_abs"] = max(r["max_abs"] for r in rows)
+            out[f"{prefix}max_rel_l2"] = max(r["rel_l2"] for r in rows)
+            out[f"{prefix}mismatches"] = sum(r["mismatches"] for r in rows)
+    out["cases"] = len(parity.get("cases", []))
+    return {k: v for k, v in out.items() if not (isinstance(v, float) and v != v)}  # drop NaN
+
+
 def shape_results_from_report(report: Any) -> list[dict[str, Any]]:
-    """Normalise a verifier report to one dict per shape: shape, verdict, speedup,
-    interval, baseline_ms, candidate_ms, parity (dict), parity_passed, stages (dict)."""
+    """One dict per shape of a ``verifiers.report.VerificationReport`` (model or its JSON):
+    shape, hidden, verdict, speedup, interval, baseline_ms, candidate_ms (timing arm A is
+    the baseline), parity (worst figures), parity_passed, stages (name -> status) and
+    problems (the reasons of failed / errored stages)."""
     data = _as_dict(report)
-    per_shape = _get(data, "shapes", "results", "per_shape", default=None)
-    if not per_shape:
-        per_shape = [data]
+    if not isinstance(data, dict) or "shape_reports" not in data:
+        raise ValueError("not a verifier report: expected the JSON of verifiers.report.VerificationReport "
+                         "(with 'shape_reports')")
     out = []
-    for item in per_shape:
-        item = _as_dict(item)
-        timing = _as_dict(_get(item, "timing", default={})) or {}
-        ab = _as_dict(_get(timing, "ab", default=None)) or {}  # verifiers.timing.TimingResult: arm a = baseline
-        if ab:
-            timing = {"speedup": ab.get("speedup"), "baseline_ms": ab.get("median_a_ms"),
-                      "candidate_ms": ab.get("median_b_ms"),
-                      "interval": (ab["ci_low"], ab["ci_high"]) if ab.get("ci_low") and ab.get("ci_high") else None,
-                      "verdict": _get(_as_dict(_get(item, "timing", default={})) or {}, "verdict", default=None)}
-        parity = _as_dict(_get(item, "parity", default={})) or {}
-        interval = _get(timing, "interval", "ci", default=None) or _get(item, "interval", "ci", default=None)
-        stages = _get(item, "stages", default=None) or _get(data, "stages", default=[]) or []
-        if isinstance(stages, list):
-            stages = {str(_get(s, "name", default="?")): str(_get(s, "status", default="?")) for s in map(_as_dict, stages)}
-        shape = _get(item, "shape", default=None)
-        if isinstance(shape, dict):
-            shape = shape_text({k: int(v) for k, v in shape.items()})
+    for sr in data["shape_reports"]:
+        timing = sr.get("timing") or {}
+        ab = timing.get("ab") or {}
+        parity = sr.get("parity")
+        stages = {name: st.get("status", "?") for name, st in (sr.get("stages") or {}).items()}
+        problems = [f"{name}: {st.get('reason') or st.get('status')}" for name, st in (sr.get("stages") or {}).items()
+                    if st.get("status") in ("FAIL", "ERROR")]
+        lo, hi = ab.get("ci_low"), ab.get("ci_high")
         out.append({
-            "shape": shape,
-            "verdict": _get(item, "verdict", default=None) or _get(timing, "verdict", default=None),
-            "speedup": _get(timing, "speedup", default=None) or _get(item, "speedup", default=None),
-            "interval": tuple(interval) if interval else None,
-            "baseline_ms": _get(timing, "baseline_ms", default=None) or _get(item, "baseline_ms", default=None),
-            "candidate_ms": _get(timing, "candidate_ms", default=None) or _get(item, "candidate_ms", default=None),
-            "parity": {k: v for k, v in (parity.items() if isinstance(parity, dict) else [])
-                       if isinstance(v, (int, float, str, bool)) and not isinstance(v, dict)},
-            "parity_passed": _get(parity, "passed", "ok", default=None) if isinstance(parity, dict) else None,
+            "shape": sr.get("shape"),
+            "hidden": bool(sr.get("hidden")),
+            "verdict": sr.get("verdict"),
+            "speedup": ab.get("speedup"),
+            "interval": (lo, hi) if lo and hi else None,
+            "baseline_ms": ab.get("median_a_ms"),
+            "candidate_ms": ab.get("median_b_ms"),
+            "parity": _parity_summary(parity),
+            "parity_passed": (parity.get("status") == "PASS") if parity else None,
             "stages": stages,
+            "problems": problems,
         })
     return out
 
 
 def platform_from_report(report: Any) -> PlatformInfo | None:
-    """The platform a verifier report names (its ``platform`` or ``device`` block), if any."""
+    """The platform a verifier report's provenance names, if it names one."""
     data = _as_dict(report)
-    block = _as_dict(_get(data, "platform", default=None))
-    if isinstance(block, dict) and "runtime" in block and "device" in block:
-        return PlatformInfo.model_validate(block)
-    dev = _as_dict(_get(data, "device", default=None))
-    if isinstance(dev, dict) and _get(dev, "platform", default=None) in ("cuda", "rocm", "cpu"):
-        gen = _get(dev, "generation", "arch", default=None)
+    prov = data.get("provenance") if isinstance(data, dict) else None
+    if not prov or prov.get("platform") not in ("cuda", "rocm", "cpu"):
+        return None
+    runtime = prov["platform"]
+    props = prov.get("device_properties") or {}
+    gen: str | None = None
+    if runtime == "rocm":
+        gen = str(props.get("gcnArchName", "")).split(":")[0] or None
+    elif runtime == "cuda" and props.get("capability"):
+        gen = "sm_" + str(props["capability"]).replace(".", "")
+    if gen is not None:
         try:
-            gen = vocabulary().generation(gen) if gen else None
+            gen = vocabulary().generation(gen)
         except VocabularyError:
             gen = None
-        libs = _get(data, "versions", "libraries", default={}) or {}
-        return PlatformInfo(device=str(_get(dev, "name", default=dev["platform"])), generation=gen,
-                            runtime=dev["platform"], libraries={str(k): str(v) for k, v in libs.items()})
-    return None
+    if runtime == "cpu":
+        gen = _platform.machine() or None
+    libs = {name: str(prov[key]) for name, key in (("torch", "torch_version"), ("triton", "triton_version"),
+                                                   ("flydsl", "flydsl_version"), ("cuda", "cuda_runtime"),
+                                                   ("rocm", "hip_runtime")) if prov.get(key)}
+    return PlatformInfo(device=prov.get("device_name") or runtime, generation=gen, runtime=runtime, libraries=libs)
+
+
+def git_rev_from_report(report: Any) -> str | None:
+    prov = (_as_dict(report) or {}).get("provenance") or {}
+    rev = prov.get("git_revision")
+    if not rev or not re.fullmatch(r"[0-9a-f]{7,40}", str(rev)):
+        return None
+    return f"{rev}-dirty" if prov.get("git_dirty") else str(rev)
+
+
+def record_from_row(row: dict[str, Any], card_id: str, baseline: str, candidate: str, recorded_by: str,
+                    platform: PlatformInfo, source: str, git_rev: str | None = None,
+                    report_path: str | None = None) -> dict[str, Any] | str:
+    """A ledger record dict for one shape row, or why the row cannot be one (hidden
+    shapes carry no timing; an INCONCLUSIVE run timed nothing)."""
+    if row["hidden"]:
+        return "hidden shape: parity only, no timing to record"
+    verdict = row["verdict"]
+    if verdict == "ERROR":
+        verdict = "FAIL"  # the harness or the problem could not decide: stored as a failure with its stages
+    if verdict not in LEDGER_VERDICTS:
+        return f"verdict {row['verdict']}: nothing was timed"
+    rec: dict[str, Any] = {
+        "card_id": card_id, "shape": row["shape"], "verdict": verdict, "speedup": row["speedup"],
+        "interval": list(row["interval"]) if row["interval"] else None,
+        "baseline": {"name": baseline, "time_ms": row["baseline_ms"]},
+        "candidate": {"name": candidate, "time_ms": row["candidate_ms"]},
+        "parity": row["parity"], "stages": row["stages"], "parity_passed": row["parity_passed"],
+        "platform": platform.model_dump(mode="json"), "git_rev": git_rev, "recorded_by": recorded_by,
+        "source": source, "report_path": report_path,
+        "notes": "; ".join(row["problems"])[:4000] or None,
+    }
+    if verdict == "FAIL":
+        rec["speedup"] = rec["interval"] = None  # a failed run's timing is not a result
+        rec["baseline"]["time_ms"] = rec["candidate"]["time_ms"] = None
+    return {k: v for k, v in rec.items() if v is not None}
 
 
 def records_from_report(report: Any, card_id: str, baseline: str, candidate: str, recorded_by: str,
                         platform: PlatformInfo, git_rev: str | None = None,
-                        report_path: str | None = None) -> list[dict[str, Any]]:
-    """Ledger record dicts (to validate with ``ledger.validate_record``) from a verifier report."""
-    out = []
+                        report_path: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """Ledger record dicts (validate with ``ledger.validate_record``) from a verifier
+    report, and the rows left out with the reason."""
+    records, skipped = [], []
     for row in shape_results_from_report(report):
-        verdict = row["verdict"] if row["verdict"] in ("FASTER", "SLOWER", "NO_DIFFERENCE", "FAIL") else "FAIL"
-        rec: dict[str, Any] = {
-            "card_id": card_id, "shape": row["shape"], "verdict": verdict, "speedup": row["speedup"],
-            "interval": list(row["interval"]) if row["interval"] else None,
-            "baseline": {"name": baseline, "time_ms": row["baseline_ms"]},
-            "candidate": {"name": candidate, "time_ms": row["candidate_ms"]},
-            "parity": row["parity"], "stages": row["stages"],
-            "parity_passed": row["parity_passed"] if isinstance(row["parity_passed"], bool) else None,
-            "platform": platform.model_dump(mode="json"), "git_rev": git_rev, "recorded_by": recorded_by,
-            "source": "verifier_report", "report_path": report_path,
-        }
-        out.append({k: v for k, v in rec.items() if v is not None})
-    return out
+        rec = record_from_row(row, card_id, baseline, candidate, recorded_by, platform, "verifier_report",
+                              git_rev, report_path)
+        if isinstance(rec, str):
+            skipped.append(f"{row['shape']}: {rec}")
+        else:
+            records.append(rec)
+    return records, skipped
 
 
 def recorded_speedups(parsed: ParsedCard) -> dict[str, float]:
@@ -538,6 +595,10 @@ class Reverifier:
     probes: dict[str, Probe] = field(default_factory=lambda: dict(PROBES))
     gate_runner: GateRunner | None = default_gate_runner
     verifier_runner: VerifierRunner | None = default_verifier_runner
+    # smoke runs (bench/reverify_h200.py --smoke): other shapes per card, the CPU arms, quick options
+    shapes_override: dict[str, list[str]] | None = None
+    verifier_on_cpu: bool = False
+    verifier_options: Any = None
 
     def run(self, cards: list[ParsedCard], progress: ProgressFn | None = None
             ) -> list[tuple[CardReverification, list[ResultRecord]]]:
@@ -591,8 +652,8 @@ class Reverifier:
         if vb is None:
             return StageResult(name="verifier", status="NOT_APPLICABLE", reason="the card has no verifier binding"), [], []
         rt = self.platform.runtime
-        shapes = list(vb.shapes)
-        if rt == "cpu":
+        shapes = list((self.shapes_override or {}).get(card.id, vb.shapes))
+        if rt == "cpu" and not self.verifier_on_cpu:
             return StageResult(name="verifier", status="NOT_APPLICABLE",
                                reason=f"no GPU on this box (runtime cpu): the card's verifier shapes "
                                       f"({', '.join(shapes) or 'none'}) run on a cuda or rocm GPU"), [], []
@@ -605,7 +666,8 @@ class Reverifier:
         if self.verifier_runner is None:
             return StageResult(name="verifier", status="SKIPPED", reason="verifier not requested in this run"), [], []
         try:
-            report = self.verifier_runner(vb.problem, candidate, baseline, shapes, say)
+            extra = {"options": self.verifier_options} if self.verifier_options is not None else {}
+            report = self.verifier_runner(vb.problem, candidate, baseline, shapes, say, **extra)
         except ImportError as exc:
             return StageResult(name="verifier", status="SKIPPED",
                                reason=f"the verifier is not available in this build: {exc}"), [], []
@@ -613,33 +675,41 @@ class Reverifier:
             return StageResult(name="verifier", status="FAIL",
                                reason=f"the verifier could not run {vb.problem} ({candidate} vs {baseline}): "
                                       f"{type(exc).__name__}: {exc}"), [], []
-        rows = shape_results_from_report(report)
+        try:
+            rows = shape_results_from_report(report)
+        except (ValueError, KeyError, TypeError) as exc:
+            return StageResult(name="verifier", status="FAIL", reason=f"unreadable verifier report: {exc}"), [], []
         outcomes, records, problems, not_stored = [], [], [], []
-        by_shape = {}
+        by_shape: dict[str, dict[str, Any]] = {}
         for row in rows:
-            key = row["shape"]
+            if row["hidden"]:  # parity-only shapes: a failure there fails the card, nothing to time
+                if row["verdict"] in ("FAIL", "ERROR"):
+                    problems.append(f"hidden shape {row['shape']}: {row['verdict']} ({'; '.join(row['problems']) or 'parity'})")
+                continue
             try:
-                key = shape_text(parse_shape_text(key)) if key else key
-            except ValueError:
-                pass
-            by_shape[key] = row
+                by_shape[shape_text(parse_shape_text(row["shape"]))] = row
+            except (ValueError, TypeError):
+                by_shape[str(row["shape"])] = row
         for s in shapes:
             key = shape_text(parse_shape_text(s))
-            row = by_shape.get(key) or (rows[0] if len(rows) == 1 and len(shapes) == 1 else None)
+            row = by_shape.get(key)
             if row is None:
                 problems.append(f"no result for shape {s}")
                 outcomes.append(ShapeOutcome(shape=key, reason="the verifier returned no result for this shape"))
                 continue
             verdict = row["verdict"]
             outcomes.append(ShapeOutcome(shape=key, verdict=verdict, speedup=row["speedup"], interval=row["interval"]))
-            if verdict == "FAIL":
-                failing = [f"{k}={v}" for k, v in row["stages"].items() if str(v).upper() in ("FAIL", "FAILED", "ERROR")]
-                problems.append(f"{s}: FAIL ({', '.join(failing) or 'parity'})")
-            record = self._record(card.id, key, baseline, candidate, row)
-            if isinstance(record, ResultRecord):
-                records.append(record)
-            else:
-                not_stored.append(f"{s}: {record}")
+            if verdict in ("FAIL", "ERROR"):
+                problems.append(f"{s}: {verdict} ({'; '.join(row['problems']) or 'parity'})")
+            rec = record_from_row({**row, "shape": key}, card.id, baseline, candidate, self.recorded_by,
+                                  self.platform, "reverify", self.git_rev)
+            if isinstance(rec, str):
+                not_stored.append(f"{s}: {rec}")
+                continue
+            try:
+                records.append(ResultRecord.model_validate(rec))
+            except ValidationError as exc:  # the row itself stays in the re-verification detail
+                not_stored.append(f"{s}: " + "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors()))
         detail = [o.model_dump(mode="json") for o in outcomes]
         tail = f"; result rows not stored in the ledger ({'; '.join(not_stored)})" if not_stored else ""
         if problems:
@@ -648,21 +718,6 @@ class Reverifier:
         return StageResult(name="verifier", status="PASS", detail=detail,
                            reason=f"parity held on {len(outcomes)} shape(s): {candidate} vs {baseline}{tail}"
                            ), outcomes, records
-
-    def _record(self, card_id: str, shape: str, baseline: str, candidate: str, row: dict[str, Any]) -> ResultRecord | str:
-        """The ledger record for one shape's row, or why the row cannot be one."""
-        verdict = row["verdict"] if row["verdict"] in ("FASTER", "SLOWER", "NO_DIFFERENCE", "FAIL") else "FAIL"
-        try:
-            return ResultRecord(
-                card_id=card_id, shape=parse_shape_text(shape),
-                baseline=ArmResult(name=baseline, time_ms=row["baseline_ms"]),
-                candidate=ArmResult(name=candidate, time_ms=row["candidate_ms"]),
-                verdict=verdict, speedup=row["speedup"], interval=row["interval"], parity=row["parity"],
-                parity_passed=row["parity_passed"] if isinstance(row["parity_passed"], bool) else (verdict != "FAIL"),
-                stages=row["stages"], platform=self.platform, git_rev=self.git_rev, recorded_by=self.recorded_by,
-                source="reverify")
-        except ValidationError as exc:  # the row itself stays in the re-verification detail
-            return "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
 
     # -- claims ------------------------------------------------------------------------
     def _claims_stage(self, parsed: ParsedCard, verifier: StageResult, shapes: list[ShapeOutcome]) -> StageResult:
@@ -682,9 +737,13 @@ class Reverifier:
                                       f"{self.platform.key}: recorded, not compared")
         recorded = recorded_speedups(parsed)
         tol = max(DRIFT_TOLERANCE, card.expects.noise_floor or 0.0)
-        drifted = []
+        drifted, untimed = [], []
         for o in shapes:
             o.floor = floor
+            if o.verdict == "INCONCLUSIVE":
+                o.reason = "not compared: nothing was timed"
+                untimed.append(o.shape)
+                continue
             o.recorded_speedup = recorded.get(o.shape)
             reasons = []
             if o.verdict != "FASTER":
@@ -701,6 +760,10 @@ class Reverifier:
                 drifted.append(f"{o.shape}: {o.reason}")
         if drifted:
             return StageResult(name="claims", status="DRIFTED", reason="; ".join(drifted))
+        if untimed:
+            return StageResult(name="claims", status="NOT_APPLICABLE",
+                               reason=f"timing inconclusive (nothing timed) on {', '.join(untimed)}: the speedup "
+                                      "claims could not be compared")
         return StageResult(name="claims", status="CONFIRMED",
                            reason=f"{len(shapes)} shape(s) FASTER at >= {floor}x on {self.platform.key}")
 

@@ -138,7 +138,7 @@ class SkillService:
         self.project_root = skills_dir.resolve().parent
         # the ledger opens lazily: read-only commands never create the file
         self.ledger = Ledger(default_ledger_path(self.project_root, ledger_path))
-        self._claims = LatestStatusCache(self.ledger, _claims_by_card, check_interval=min(check_interval, 1.0))
+        self._claims = LatestStatusCache(self.ledger, summarise, check_interval=min(check_interval, 1.0))
 
     # -- catalog -----------------------------------------------------------------
     @property
@@ -331,12 +331,14 @@ class SkillService:
 
     def reverify(self, card_id: str | None = None, progress=None, *, gates: bool = True, verifier: bool = True,
                  record: bool = True, recorded_by: str | None = None, platform=None, probes=None,
-                 gate_runner=None, verifier_runner=None) -> "ReverifyReport":
+                 gate_runner=None, verifier_runner=None, **smoke) -> "ReverifyReport":
         """Re-check each card (or one) on this box; record a status per card and platform.
 
         ``progress`` receives ``reverify.ReverifyProgress`` events. ``platform``,
         ``probes``, ``gate_runner`` and ``verifier_runner`` replace the box's own (tests,
-        or a caller that already knows the platform)."""
+        or a caller that already knows the platform); ``smoke`` passes
+        ``shapes_override`` / ``verifier_on_cpu`` / ``verifier_options`` to the
+        ``Reverifier`` (the bench's --smoke path)."""
         from .ledger import LedgerError, ReverificationRow
         from .reverify import (PROBES, Reverifier, ReverifyReport, default_gate_runner, default_recorded_by,
                                default_verifier_runner, detect_platform, git_revision, now)
@@ -348,7 +350,8 @@ class SkillService:
         rv = Reverifier(project_root=self.project_root, platform=plat, recorded_by=who, git_rev=rev,
                         probes=dict(PROBES if probes is None else probes),
                         gate_runner=(gate_runner or default_gate_runner) if gates else None,
-                        verifier_runner=(verifier_runner or default_verifier_runner) if verifier else None)
+                        verifier_runner=(verifier_runner or default_verifier_runner) if verifier else None,
+                        **smoke)
         started = now()
         outcomes = []
         for result, records in rv.run(cards, progress):
@@ -467,7 +470,7 @@ def _norm_in(value: str, allowed: list[str], fn) -> bool:
     return False
 
 
-def _summary(parsed: ParsedCard, claims: dict[str, Reverification] | None = None) -> SkillSummary:
+def _summary(parsed: ParsedCard, claims=None) -> SkillSummary:
     c = parsed.card
     d = c.validation.latest_date
     return SkillSummary(id=c.id, title=c.title, operators=c.match.operator, gens=c.match.gens, dtypes=c.match.dtypes,
@@ -475,11 +478,8 @@ def _summary(parsed: ParsedCard, claims: dict[str, Reverification] | None = None
                         validation_status=c.validation.status, last_verified=c.validation.last_verified,
                         validation_date=d.isoformat() if d else None,
                         shape_classes=[s.id for s in c.shape_classes],
-                        reverification=(claims or {}).get(c.id, NEVER_REVERIFIED))
+                        reverification=claims.get(c.id, NEVER_REVERIFIED) if claims is not None else NEVER_REVERIFIED)
 
-
-def _claims_by_card(latest: dict) -> dict[str, Reverification]:
-    return {cid: summarise(cid, rows) for cid, rows in latest.items()}
 
 
 def _find_section(parsed: ParsedCard, wanted: str) -> str:

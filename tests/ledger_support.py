@@ -55,6 +55,53 @@ def make_project(tmp: Path, cards: tuple[str, ...] = (BLOCKSCALE, MXFP8, MOE)) -
     return skills
 
 
+# ------------------------------------------------------------------ verifier reports
+def output_metrics(cosine: float = 1.0, max_abs: float = 0.0, mismatches: int = 0):
+    from verifiers.metrics import OutputMetrics
+
+    return OutputMetrics(numel=16, nonfinite=0, mismatches=mismatches, max_abs=max_abs, rel_l2=max_abs / 10,
+                         cosine=cosine, norm_ratio=1.0)
+
+
+def shape_report(shape: str, speedup: float | None, verdict: str | None = None, parity_ok: bool = True,
+                 hidden: bool = False):
+    """One ``verifiers.report.ShapeReport`` as the verifier writes it (timing arm A = baseline)."""
+    from verifiers.metrics import OracleStats
+    from verifiers.parity import OutputComparison, ParityCase, ParityResult
+    from verifiers.report import ShapeReport, StageResult
+    from verifiers.timing import Comparison, TimingResult
+
+    m = output_metrics(1.0 if parity_ok else 0.5, 0.01 if parity_ok else 3.0, 0 if parity_ok else 12)
+    case = ParityCase(shape=shape, seed=0, status="PASS" if parity_ok else "FAIL", outputs=[OutputComparison(
+        output="out", oracle=OracleStats(numel=16, std=1.0, nonfinite=0, max_abs=4.0), candidate=m, candidate_run2=m,
+        baseline=output_metrics(1.0, 0.02), runs_agree=True, run_disagreements=0)])
+    parity = ParityResult(status="PASS" if parity_ok else "FAIL", cases=[case],
+                          reason="" if parity_ok else "12 elements out of tolerance")
+    stages = {"parity": StageResult(name="parity", status=parity.status, reason=parity.reason)}
+    timing = None
+    if speedup is not None and not hidden and parity_ok:
+        v = verdict or ("FASTER" if speedup > 1.01 else "SLOWER" if speedup < 0.99 else "NO_DIFFERENCE")
+        timing = TimingResult(status="PASS", verdict=v if v in ("FASTER", "SLOWER", "NO_DIFFERENCE") else None,
+                              ab=Comparison(name="A/B", arm_a="baseline", arm_b="candidate", calls_per_block=3,
+                                            speedup=speedup, ci_low=speedup * 0.99, ci_high=speedup * 1.01,
+                                            median_a_ms=speedup, median_b_ms=1.0))
+        stages["timing"] = StageResult(name="timing", status="PASS")
+    final = ("FAIL" if not parity_ok else "INCONCLUSIVE" if hidden or speedup is None
+             else verdict or timing.verdict)  # type: ignore[union-attr]
+    return ShapeReport(shape=shape, hidden=hidden, verdict=final, stages=stages, parity=parity, timing=timing)
+
+
+def verification_report(problem: str, rows: list, platform: str = "rocm", device: str = "AMD Instinct MI355X",
+                        props: dict | None = None):
+    from verifiers.report import VerificationReport
+
+    rep = VerificationReport(problem=problem, card_id=problem, candidate="arm:x", shape_reports=rows)
+    rep.provenance.platform, rep.provenance.device_name = platform, device
+    rep.provenance.device_properties = props if props is not None else {"gcnArchName": "gfx950:sramecc+:xnack-"}
+    rep.provenance.torch_version, rep.provenance.git_revision, rep.provenance.git_dirty = "2.13.0", "41a379d7", True
+    return rep
+
+
 # ------------------------------------------------------------ child-process workers
 def write_records(path: str, worker: int, count: int) -> None:
     """Record ``count`` results one transaction each (a concurrent writer)."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 from ledger_support import BLOCKSCALE, CPU, H200, MXFP8, make_project, record
 
 from skill_server.artifacts import parse_artifact
@@ -82,13 +81,13 @@ def test_a_box_that_cannot_test_the_claims_leaves_them_unknown_not_current(svc):
 def test_the_match_path_reads_the_ledger_once_and_sees_writes_at_once(tmp_path, monkeypatch):
     svc = SkillService(make_project(tmp_path), check_interval=3600.0, ledger_path=tmp_path / "l.sqlite")
     calls = {"n": 0}
-    real = Ledger.latest_statuses
+    real = Ledger.latest_status_rows
 
     def counting(self):
         calls["n"] += 1
         return real(self)
 
-    monkeypatch.setattr(Ledger, "latest_statuses", counting)
+    monkeypatch.setattr(Ledger, "latest_status_rows", counting)
     svc.record_result(record())  # creates the ledger
     for _ in range(200):
         svc.match_skill(HOTSPOT)
@@ -197,23 +196,28 @@ def test_cli_record_history_and_export(tmp_path, capsys):
 
 
 def test_cli_record_from_a_verifier_report(tmp_path, capsys):
+    from ledger_support import shape_report, verification_report
+
     skills = make_project(tmp_path)
     ledger = str(tmp_path / "cli.sqlite")
-    report = {
-        "platform": H200,
-        "shapes": [{"shape": {"M": 4096, "N": 2048, "K": 7168}, "verdict": "FASTER",
-                    "timing": {"verdict": "FASTER", "ab": {"speedup": 1.2, "ci_low": 1.15, "ci_high": 1.25,
-                                                           "median_a_ms": 1.2, "median_b_ms": 1.0}},
-                    "parity": {"passed": True, "cosine": 0.99999, "max_abs": 0.01},
-                    "stages": [{"name": "parity", "status": "PASS"}, {"name": "timing", "status": "PASS"}]}],
-    }
+    report = verification_report(BLOCKSCALE, [shape_report("4096x2048x7168", 1.2),
+                                              shape_report("hidden-1", None, hidden=True)],
+                                 platform="cuda", device="NVIDIA H200", props={"capability": "9.0"})
     path = tmp_path / "report.json"
-    path.write_text(yaml.safe_dump(report))
+    path.write_text(report.model_dump_json())
     code, out, err = run_cli(capsys, "--skills-dir", str(skills), "record", str(path), "--from-report", "--card",
                              BLOCKSCALE, "--ledger", ledger, "--by", "agent-7", "--json")
     assert code == 0, err
+    assert "not recorded: hidden-1: hidden shape" in err
     r = Ledger(ledger).history()[0]
     assert (r.baseline.name, r.candidate.name) == ("cublas_blockscale", "triton_twin")  # the card's cuda arms
-    assert (r.speedup, r.interval, r.baseline.time_ms, r.candidate.time_ms) == (1.2, (1.15, 1.25), 1.2, 1.0)
+    assert (r.speedup, r.baseline.time_ms, r.candidate.time_ms) == (1.2, 1.2, 1.0)
+    assert r.interval == pytest.approx((1.188, 1.212))
     assert r.parity_passed is True and r.stages == {"parity": "PASS", "timing": "PASS"}
-    assert r.source == "verifier_report" and r.platform.key == "cuda/sm_90" and r.report_path == "report.json"
+    assert r.parity["min_cosine"] == 1.0 and r.parity["baseline_max_abs"] == 0.02
+    assert r.source == "verifier_report" and r.platform.key == "cuda/sm_90" and r.platform.device == "NVIDIA H200"
+    assert r.git_rev == "41a379d7-dirty" and r.report_path == "report.json" and r.recorded_by == "agent-7"
+    path.write_text(json.dumps({"verdict": "FASTER"}))
+    code, _, err = run_cli(capsys, "--skills-dir", str(skills), "record", str(path), "--from-report", "--card",
+                           BLOCKSCALE, "--ledger", ledger)
+    assert code == 2 and "not a verifier report" in err

@@ -3,7 +3,8 @@ results go to the ledger, and answers stop presenting drifted or failed claims a
 from __future__ import annotations
 
 import pytest
-from ledger_support import BLOCKSCALE, CPU, GFX950, H200, MOE, MXFP8, make_project
+from ledger_support import (BLOCKSCALE, CPU, GFX950, H200, MOE, MXFP8, make_project, shape_report,
+                            verification_report)
 
 from skill_server.claims import worst
 from skill_server.ledger import PlatformInfo
@@ -24,24 +25,20 @@ def gates_fail(folder):
         GateResult(name="scaled_mfma", status="FAIL", detail="v_mfma_scale with real scales in a block-scale kernel")])]
 
 
-def verifier_with(speedups: dict[str, float], verdict: str | None = None, parity_ok: bool = True):
-    """A stand-in for verifiers.api.verify: per-shape speedups (default 2.0x, above every
-    figure the cards record), verdicts that follow them unless one is forced."""
+def verifier_with(speedups: dict[str, float], verdict: str | None = None, parity_ok: bool = True,
+                  hidden_fail: bool = False):
+    """A stand-in for verifiers.api.verify returning a real VerificationReport: per-shape
+    speedups (default 2.0x, above every figure the cards record), verdicts that follow
+    them unless one is forced."""
     calls = []
 
     def run(problem, candidate, baseline, shapes, progress):
         calls.append((problem, candidate, baseline, list(shapes)))
         progress("timing")
-        out = []
-        for s in shapes:
-            sp = speedups.get(s, 2.0)
-            v = verdict or ("FASTER" if sp > 1.01 else "SLOWER" if sp < 0.99 else "NO_DIFFERENCE")
-            out.append({"shape": s, "verdict": v if parity_ok else "FAIL",
-                        "timing": {"verdict": v, "ab": {"speedup": sp, "ci_low": sp * 0.99, "ci_high": sp * 1.01,
-                                                              "median_a_ms": 1.0 * sp, "median_b_ms": 1.0}},
-                        "parity": {"passed": parity_ok, "cosine": 1.0 if parity_ok else 0.5},
-                        "stages": [{"name": "parity", "status": "PASS" if parity_ok else "FAIL"}]})
-        return {"shapes": out}
+        rows = [shape_report(s, speedups.get(s, 2.0), verdict, parity_ok) for s in shapes]
+        if hidden_fail:
+            rows.append(shape_report("hidden-1", None, parity_ok=False, hidden=True))
+        return verification_report(problem, rows)
 
     run.calls = calls
     return run
@@ -98,7 +95,7 @@ def test_a_not_faster_verdict_is_drifted(svc):
 
 def test_parity_failure_is_failed_whatever_the_speed(svc):
     c = run(svc, verifier=verifier_with({}, parity_ok=False)).cards[0]
-    assert c.status == "FAILED" and "verifier" in c.reason and "parity" in c.reason
+    assert c.status == "FAILED" and "verifier" in c.reason and "parity: 12 elements out of tolerance" in c.reason
 
 
 def test_a_failing_static_gate_is_failed(svc):
@@ -111,6 +108,30 @@ def test_an_impossible_verifier_row_is_not_stored_and_says_why(svc):
     verifier = next(s for s in c.stages if s.name == "verifier")
     assert "not stored" in verifier.reason and "SLOWER with speedup 1.2" in verifier.reason
     assert "4096x2048x7168" not in {r.shape_text for r in svc.get_validation_history(BLOCKSCALE).results}
+
+
+def test_a_parity_failure_on_a_hidden_shape_fails_the_card(svc):
+    c = run(svc, verifier=verifier_with({}, hidden_fail=True)).cards[0]
+    assert c.status == "FAILED" and "hidden shape hidden-1: FAIL" in c.reason
+    assert len(svc.get_validation_history(BLOCKSCALE).results) == 4  # the visible shapes are still recorded
+
+
+def test_an_inconclusive_timing_cannot_confirm_the_claims(svc):
+    def untimed(problem, candidate, baseline, shapes, progress):
+        return verification_report(problem, [shape_report(s, None) for s in shapes])
+
+    c = run(svc, verifier=untimed).cards[0]
+    assert c.status == "NOT_APPLICABLE_HERE" and "timing inconclusive" in c.reason
+    assert svc.get_validation_history(BLOCKSCALE).results == []  # nothing timed, nothing recorded
+
+
+def test_failed_shapes_are_recorded_as_failures_without_timing(svc):
+    run(svc, verifier=verifier_with({}, parity_ok=False))
+    results = svc.get_validation_history(BLOCKSCALE).results
+    assert len(results) == 4 and {r.verdict for r in results} == {"FAIL"}
+    r = results[0]
+    assert r.speedup is None and r.parity_passed is False and r.parity["min_cosine"] == 0.5
+    assert r.stages["parity"] == "FAIL" and "12 elements out of tolerance" in r.notes
 
 
 def test_a_verifier_that_cannot_run_the_cards_binding_is_failed(svc):

@@ -94,6 +94,10 @@ def open_device(choice: str = "auto") -> Device:
     }
     if platform == "rocm":
         properties["gcnArchName"] = getattr(props, "gcnArchName", "")
+    try:  # best effort: needs pynvml / amdsmi
+        properties["clock_rate_mhz"] = int(torch.cuda.clock_rate(index))
+    except Exception:
+        pass
     raw_sync = torch._C._cuda_synchronize  # device-wide: waits for every stream
 
     def sync() -> None:
@@ -159,8 +163,9 @@ class Flusher:
 
 class CallTimer:
     """Times single calls: device events on GPU (end recorded after a device-wide
-    synchronise, so work on any stream counts), ``perf_counter_ns`` on CPU.
-    Every call also records host wall time for the cross-check."""
+    synchronise, so work on any stream counts); on CPU the process's CPU time (or
+    ``perf_counter_ns`` with ``cpu_timer="perf_counter"``). Every call also records host
+    wall time (``perf_counter_ns``) for the cross-check."""
 
     def __init__(self, device: Device, capacity: int) -> None:
         self.device = device

@@ -155,6 +155,17 @@ def _interpreter_state() -> dict[str, Any]:
             state["torch dispatch modes"] = int(torch._C._len_torch_dispatch_stack())
         except Exception:  # pragma: no cover - older torch
             pass
+        try:  # global numerics switches: flipping one changes what the oracle computes
+            state["float32 matmul precision"] = torch.get_float32_matmul_precision()
+            state["cuda matmul allow_tf32"] = bool(torch.backends.cuda.matmul.allow_tf32)
+            state["cudnn allow_tf32"] = bool(torch.backends.cudnn.allow_tf32)
+            state["cuda reduced-precision reductions"] = (
+                bool(torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction),
+                bool(torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction),
+            )
+            state["default dtype"] = str(torch.get_default_dtype())
+        except Exception:  # pragma: no cover - attribute drift across torch versions
+            pass
         library = sys.modules.get("torch.library")
         impls = getattr(library, "_impls", None) if library is not None else None
         if impls is not None:

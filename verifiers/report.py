@@ -184,7 +184,7 @@ def plot_rounds(report: VerificationReport, path: str | Path) -> Path | None:
                     fmt="o-", color="tab:blue", label=f"baseline {t.ab.arm_a}")
         ax.errorbar(xs, [r.b.median_ms for r in t.ab.rounds],
                     yerr=[[r.b.median_ms - r.b.q1_ms for r in t.ab.rounds], [r.b.q3_ms - r.b.median_ms for r in t.ab.rounds]],
-                    fmt="s-", color="tab:orange", label=f"candidate {t.ab.arm_b}")
+                    fmt="s-", color="tab:orange", label=f"candidate {Path(t.ab.arm_b).name}")
         title = f"{report.problem} {s.shape}: {s.verdict}"
         if t.ab.speedup is not None:
             title += f"  speedup {t.ab.speedup:.3f} [{t.ab.ci_low:.3f}, {t.ab.ci_high:.3f}]"

@@ -28,7 +28,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -38,9 +38,6 @@ from verifiers.device import CallTimer, Device, Flusher
 from verifiers.metrics import OutputMetrics, output_metrics
 from verifiers.parity import ParityRules, judge, output_eps
 from verifiers.problem import Problem
-
-if TYPE_CHECKING:  # pragma: no cover
-    import torch
 
 Status = Literal["PASS", "FAIL", "SKIPPED", "ERROR"]
 PLATFORM_NOISE_FLOOR = {"cpu": 0.05, "cuda": 0.01, "rocm": 0.01}
@@ -383,7 +380,7 @@ def run_timing(
     if device.is_gpu:
         result.failures += gap
     else:  # CPU: wall minus CPU time is mostly preemption on a loaded box, not evidence
-        result.notes += gap
+        result.notes += [f"{g} (CPU: informational; preemption inflates wall time)" for g in gap]
     if result.failures:
         result.status = "FAIL"
         result.reason = f"{len(result.failures)} timing checks failed: {result.failures[0]}"

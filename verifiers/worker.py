@@ -23,7 +23,6 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +134,13 @@ class ShapeRun:
         from verifiers.provenance import Provenance, runtime_versions
 
         import torch.profiler  # noqa: F401  (the signature stage needs it; imported before the snapshot)
+
+        # every harness module is imported (and so guarded by the snapshot) before the
+        # candidate: a module first imported later could already have been patched
+        import verifiers.bounds  # noqa: F401
+        import verifiers.kernel_trace  # noqa: F401
+        import verifiers.segment  # noqa: F401
+        import verifiers.signature  # noqa: F401
         try:
             problem = load_problem(args.problem)
             dims = problem.parse_shape(args.shape)
@@ -150,7 +156,8 @@ class ShapeRun:
             return
         seeds = list(opts.seeds if opts.seeds is not None else problem.parity.seeds)
         n_cases = len(seeds) + (1 if opts.secret_seed else 0) + len(problem.perturbations)
-        progress.total = 2 + n_cases + (0 if args.hidden else 1 + 5) + 1
+        # candidate imported, each parity case, profiling, 3 warm-ups, A/A, A/B, done
+        progress.total = 1 + n_cases + (0 if args.hidden else 1 + 5) + 1
         self.report.dims = None if args.hidden else dict(dims)
         self.report.baseline_arm = base_arm.name
         self.report.provenance = Provenance(
@@ -202,6 +209,7 @@ class ShapeRun:
                 self.stage(name, "SKIPPED", "hidden shape: parity only")
             self._finish_integrity("end")
             self.report.secret_seed = secret
+            progress.step("done")
             return
         value_seeds = [((secret or 1000) * 7 + 101 + i) & 0x7FFFFFFF for i in range(opts.rotating_sets + 1)]
         # --- signature + segment (profiled outside the timed loop)
@@ -238,7 +246,10 @@ class ShapeRun:
         threads.python_after = len(integrity.python_threads())
         threads.os_after = integrity.os_thread_count()
         if threads.os_after > threads.os_before:
-            self.flag("threads", "warn", f"native threads {threads.os_before} -> {threads.os_after} over the run")
+            self.flag("threads", "info", f"native threads {threads.os_before} -> {threads.os_after} over the run")
+        if threads.python_after > threads.python_before:
+            names = sorted(integrity.python_threads().values())
+            self.flag("threads", "warn", f"Python threads {threads.python_before} -> {threads.python_after} at the end: {names[:8]}")
         if ok and self.report.stages["integrity"].status != "FAIL":
             self.stage("integrity", "PASS", "timers, synchronise, comparisons and harness code unchanged")
 
@@ -294,10 +305,11 @@ class ShapeRun:
                     device.sync()
                 except BaseException as exc:
                     raise contract.CandidateError(f"{label}: launch raised {type(exc).__name__}: {exc}") from exc
-                records[label] = profile_launches([bound.launch], device, flusher, opts.profile_calls)
+                records[label] = profile_launches([_guarded(bound.launch, label)], device, flusher, opts.profile_calls)
                 del bound
         except contract.CandidateError as exc:
-            self.stage("signature", "FAIL", str(exc), t)
+            baseline_fault = str(exc).startswith("baseline")
+            self.stage("signature", "ERROR" if baseline_fault else "FAIL", str(exc), t)
             self.stage("segment", "SKIPPED", "profiling failed", t)
             return
         except Exception as exc:  # profiler unavailable on this box
@@ -378,6 +390,19 @@ class ShapeRun:
         for note in result.notes:
             self.flag("timing_note", "warn", note)
         self.stage("timing", result.status, result.reason, t)
+
+
+def _guarded(launch, label: str):
+    """The launch, with anything it raises turned into a CandidateError (not a profiler fault)."""
+    from verifiers.contract import CandidateError
+
+    def call() -> None:
+        try:
+            launch()
+        except BaseException as exc:
+            raise CandidateError(f"{label}: launch raised {type(exc).__name__}: {exc}") from exc
+
+    return call
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:

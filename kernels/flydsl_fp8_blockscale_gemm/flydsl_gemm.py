@@ -29,7 +29,8 @@ Operands in the layouts the problem's input contract fixes:
 * ``a_scale_t``: fp32 ``[K/128, M]`` contiguous: one K block's scales for 4 consecutive
   rows are one 16-byte load (the rows a lane owns in an MFMA output tile).
 * ``b_scale``: fp32 ``[N/128, K/128]`` contiguous: wave-uniform, read with scalar loads.
-* ``c``: bf16 ``[M, N]``.
+* ``c``: bf16 ``[M, N]``, written through an LDS reshuffle as 16-byte row chunks
+  (``epilogue="cshuffle"``, the card's setting; ``"direct"`` stores from the MFMA layout).
 
 ``N`` and ``K`` are compile-time constants (the preshuffled B layout depends on them);
 ``M`` is a runtime argument, and rows past ``M`` are handled by buffer-descriptor bounds
@@ -52,6 +53,7 @@ FLYDSL_VERSION = "0.5.0"
 SCALE_BLOCK = 128
 NUM_WAVES = 4
 NUM_XCDS = 8  # MI355X
+MAX_UNROLLED_K_TILES = 16  # config_for: deeper K keeps an scf.for K loop (async_copy=False)
 MAX_M = 1 << 20  # cap on the static row extent of the A / C views
 
 
@@ -80,6 +82,10 @@ class BlockscaleConfig:
       promotes with the A scale only. Never use it for results.
     a_scale_vec4: read the four A scales of a lane with one 16-byte load; needs M % 4 == 0
       (``build`` picks it from M).
+    epilogue: 'direct' stores each lane's bf16 values straight from the MFMA layout
+      (2-byte stores; the store path of FlyDSL's validated preshuffle GEMM); 'cshuffle'
+      (the card's 4-wave setting) reshuffles the tile through LDS so every thread writes
+      whole 16-byte row chunks. Both give bit-identical output.
     """
 
     tile_m: int = 64
@@ -91,6 +97,7 @@ class BlockscaleConfig:
     mfma: Literal["unscaled", "pinned"] = "unscaled"
     scale_mode: Literal["software", "hw_b_scale"] = "software"
     a_scale_vec4: bool = True
+    epilogue: Literal["direct", "cshuffle"] = "cshuffle"
 
     @property
     def name(self) -> str:
@@ -101,6 +108,8 @@ class BlockscaleConfig:
             parts.append(self.mfma)
         if self.scale_mode != "software":
             parts.append(self.scale_mode)
+        if self.epilogue != "cshuffle":
+            parts.append(self.epilogue)
         return "_".join(parts)
 
     def validate(self) -> None:
@@ -126,6 +135,10 @@ class BlockscaleConfig:
             raise ValueError(f"mfma={self.mfma!r}: expected 'unscaled' or 'pinned'")
         if self.scale_mode not in ("software", "hw_b_scale"):
             raise ValueError(f"scale_mode={self.scale_mode!r}: expected 'software' or 'hw_b_scale'")
+        if self.epilogue not in ("direct", "cshuffle"):
+            raise ValueError(f"epilogue={self.epilogue!r}: expected 'direct' or 'cshuffle'")
+        if self.epilogue == "cshuffle" and (self.tile_m * self.tile_n) % (NUM_WAVES * 64 * 8):
+            raise ValueError("cshuffle needs tile_m*tile_n to be a multiple of 2048 (8 bf16 per thread per pass)")
 
 
 #: the card's validated configs (wide-N q_up: xcd8; K-light down_proj: xcd non-load-bearing)
@@ -198,6 +211,8 @@ def _build_launcher(N: int, K: int, cfg: BlockscaleConfig):  # noqa: C901 - one 
     xcd_group = cfg.xcd_swizzle
     a_vec4 = cfg.a_scale_vec4
     rows = max_rows(N, K)
+    cshuffle = cfg.epilogue == "cshuffle"
+    c_stride = tile_n + 8  # padded LDS row (bf16): 4-row lane groups land on different banks
 
     total_threads = NUM_WAVES * 64
     m_repeat = tile_m // 16  # 16-row MFMA tiles per wave
@@ -218,6 +233,8 @@ def _build_launcher(N: int, K: int, cfg: BlockscaleConfig):  # noqa: C901 - one 
     class SharedStorage:
         a0: fx.Array[Float8E4M3FN, tile_m * tile_k, 16]
         a1: fx.Array[Float8E4M3FN, tile_m * tile_k, 16]
+        if cshuffle:
+            c: fx.Array[BFloat16, tile_m * c_stride, 16]
 
     def xcd_remap(bid_x, bid_y, i32_m):
         """Map the hardware CTA id to (m tile, n tile) so that consecutive CTAs placed on one
@@ -488,13 +505,43 @@ def _build_launcher(N: int, K: int, cfg: BlockscaleConfig):  # noqa: C901 - one 
             stage_tile(first_tail % 2, fx.Int32(first_tail), fx.Int32(first_tail + 1))
         stage_tile((num_tiles - 1) % 2, fx.Int32(num_tiles - 1), None)
 
-        # ---- epilogue: fp32 -> bf16, stored through the MFMA C partition ----
-        out_copy = fx.make_copy_atom(fx.rocdl.BufferCopy16b(), BFloat16)
-        thr_r2g = fx.make_tiled_copy_C(out_copy, tiled_mma).get_slice(tid)
-        pC_g = thr_r2g.partition_S(tC)
-        frag_out = fx.make_fragment_like(frag_acc, BFloat16.ir_type)
-        frag_out.store(Vec(frag_acc.load()).to(BFloat16))
-        fx.copy(out_copy, thr_r2g.retile(frag_out), pC_g)
+        # ---- epilogue: fp32 -> bf16 ----
+        if const_expr(cshuffle):
+            # lane values -> LDS tile [tile_m, c_stride] -> 16-byte row chunks -> global
+            acc_v = Vec(frag_acc.load()).to(BFloat16)
+            lds_c = lds.c.ptr
+            col_lane = wave_id * 16 + lane % 16
+            for p in range_constexpr(acc_size):
+                ni = p // (m_repeat * 4)
+                mi = (p // 4) % m_repeat
+                r = mi * 16 + lane_row4 + p % 4
+                fx.ptr_store(acc_v[p], fx.add_offset(lds_c, r * c_stride + ni * (NUM_WAVES * 16) + col_lane))
+            gpu.barrier()
+            chunks_per_row = tile_n // 8
+            gC_flat = fx.rocdl.make_buffer_tensor(
+                fx.Tensor(fx.make_view(fx.get_iter(arg_c), fx.make_layout(rows * N, 1))),
+                max_size=False,
+                num_records_bytes=m_bytes * fx.Int64(N * 2),
+            )
+            c_div8 = fx.logical_divide(gC_flat, fx.make_layout(8, 1))
+            st_atom = fx.make_copy_atom(fx.rocdl.BufferCopy128b(), BFloat16)
+            for j in range_constexpr((tile_m * tile_n) // (total_threads * 8)):
+                chunk = j * total_threads + tid
+                r = chunk // chunks_per_row
+                cc = chunk % chunks_per_row
+                v = fx.make_view(fx.add_offset(lds_c, r * c_stride + cc * 8), fx.make_layout(8, 1)).load()
+                reg = fx.make_rmem_tensor(8, BFloat16)
+                reg.store(Vec(v))
+                g8 = (bx_m + r) * (N // 8) + by_n // 8 + cc  # N % 8 == 0: chunks never straddle rows
+                fx.copy(st_atom, reg, c_div8[None, fx.Int32(g8)])
+        else:
+            # straight from the MFMA C layout (2-byte stores)
+            out_copy = fx.make_copy_atom(fx.rocdl.BufferCopy16b(), BFloat16)
+            thr_r2g = fx.make_tiled_copy_C(out_copy, tiled_mma).get_slice(tid)
+            pC_g = thr_r2g.partition_S(tC)
+            frag_out = fx.make_fragment_like(frag_acc, BFloat16.ir_type)
+            frag_out.store(Vec(frag_acc.load()).to(BFloat16))
+            fx.copy(out_copy, thr_r2g.retile(frag_out), pC_g)
 
     @flyc.jit
     def launch_blockscale_gemm(
@@ -569,9 +616,13 @@ def config_for(M: int, N: int, K: int, **overrides: Any) -> BlockscaleConfig:
     """The card's 4-wave config for this shape: t64x256x128 wpe2, async copy, xcd8
     (the validated wide-N winner; non-load-bearing but harmless on K-light shapes).
     ``tile_n`` drops to 128 (the card's other swept value) when N is not a multiple of 256;
-    ``a_scale_vec4`` follows ``M % 4``. Overrides take any BlockscaleConfig field."""
+    deep K (more than MAX_UNROLLED_K_TILES 128-K tiles) uses the looped register-staged A
+    copy; ``a_scale_vec4`` follows ``M % 4``. Overrides take any BlockscaleConfig field."""
     tile_n = 256 if N % 256 == 0 else SCALE_BLOCK
-    cfg = replace(CARD_CONFIG_XCD8, tile_n=tile_n, a_scale_vec4=(M % 4 == 0))
+    # the async (buffer->LDS DMA) path unrolls the K loop at compile time: beyond
+    # MAX_UNROLLED_K_TILES the register-staged path keeps a real loop (code size, compile time)
+    async_copy = K // SCALE_BLOCK <= MAX_UNROLLED_K_TILES
+    cfg = replace(CARD_CONFIG_XCD8, tile_n=tile_n, async_copy=async_copy, a_scale_vec4=(M % 4 == 0))
     return replace(cfg, **overrides) if overrides else cfg
 
 
@@ -592,10 +643,10 @@ def build(
     ``b_shuffled`` and ``b_scale``; runs on a ROCm torch on gfx950 (MI355X)."""
     import torch
 
+    _check_operands(inputs, outputs)
     require_flydsl()
     import flydsl.compiler as flyc
 
-    _check_operands(inputs, outputs)
     a, sa_t, b_sh, sb = inputs["a"], inputs["a_scale_t"], inputs["b_shuffled"], inputs["b_scale"]
     c = outputs["c"]
     M, K = a.shape
@@ -635,6 +686,7 @@ def make_builder(**overrides: Any):
 
 build_xcd0 = make_builder(xcd_swizzle=0)
 build_xcd8 = make_builder(xcd_swizzle=8)
+build_direct_epilogue = make_builder(epilogue="direct")
 
 
 def _check_operands(inputs: dict[str, "torch.Tensor"], outputs: dict[str, "torch.Tensor"]) -> None:
@@ -650,8 +702,6 @@ def _check_operands(inputs: dict[str, "torch.Tensor"], outputs: dict[str, "torch
             raise ValueError(f"inputs[{name!r}]: expected dtype {dtype}, got {t.dtype}")
         if not t.is_contiguous():
             raise ValueError(f"inputs[{name!r}]: must be contiguous")
-        if t.device.type != "cuda":
-            raise ValueError(f"inputs[{name!r}]: on {t.device}; the FlyDSL kernel runs on a ROCm GPU (gfx950)")
     if "c" not in outputs:
         raise ValueError("outputs: missing 'c'")
     a, sa_t, b_sh, sb, c = inputs["a"], inputs["a_scale_t"], inputs["b_shuffled"], inputs["b_scale"], outputs["c"]
@@ -669,8 +719,11 @@ def _check_operands(inputs: dict[str, "torch.Tensor"], outputs: dict[str, "torch
         raise ValueError(f"b_scale: expected [N/128={N // SCALE_BLOCK}, K/128={K // SCALE_BLOCK}], got {list(sb.shape)}")
     if tuple(c.shape) != (M, N) or c.dtype != torch.bfloat16 or not c.is_contiguous():
         raise ValueError(f"outputs['c']: expected contiguous bfloat16 [{M}, {N}], got {c.dtype} {list(c.shape)}")
-    if c.device != a.device:
-        raise ValueError(f"outputs['c'] is on {c.device}, inputs on {a.device}")
+    for name, t in (*((n, inputs[n]) for n in need), ("c", c)):
+        if t.device.type != "cuda":
+            raise ValueError(f"{name!r}: on {t.device}; the FlyDSL kernel runs on a ROCm GPU (gfx950)")
+        if t.device != a.device:
+            raise ValueError(f"{name!r} is on {t.device}, 'a' on {a.device}")
 
 
 def describe(cfg: BlockscaleConfig) -> dict[str, Any]:

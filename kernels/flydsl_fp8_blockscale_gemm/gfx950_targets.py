@@ -9,7 +9,8 @@ placeholder ``M`` gives the same code). The gates state the card's static claims
 * the fp32 promote is in software, once per 128-K block (every MFMA starts from a zero
   partial that is multiplied into the fp32 accumulator);
 * no scratch (the card: anything past ``t64x256x128 wpe2`` spills and runs 3-10x slower),
-  the register file fits 2 waves per SIMD, static LDS stays within the 2-stage A buffer.
+  the register file fits 2 waves per SIMD, static LDS stays within the 2-stage A buffer
+  plus the cshuffle epilogue tile.
 
 NEGATIVE_TARGETS are deliberately wrong variants that the gates must catch.
 Importing this module imports neither torch nor flydsl.
@@ -29,14 +30,17 @@ PLACEHOLDER_M = 256
 #: card shapes the targets compile at (N, K); labels are provenance only
 Q_UP = (65536, 1536)  # wide-N, 512 MiB C: xcd8 is the validated lever
 DOWN_PROJ = (7168, 768)  # K-light, grid-saturated: tile_n=256/tile_k=128 is the lever
+DEEP_K = (2048, 7168)  # narrow-N, deep-K: config_for keeps the K loop (register-staged A copy)
 ODD_N = (384, 768)  # N % 256 != 0: config_for falls back to tile_n=128 (the problem's smoke shape)
+
+ASYNC_A_COPY = r"^buffer_load_dwordx4\b.*\blds\b"  # A staged by the gfx950 buffer->LDS DMA
 
 BASE_GATES = GateSpec(
     required=(
         r"^v_mfma(_scale)?_f32_16x16x128_f8f6f4\b",  # CDNA4 fp8 MFMA, K=128 per instruction
         r"^v_(pk_)?fma_f32\b",  # the promote's fp32 FMA
         r"^v_cvt_pk_bf16_f32\b",  # bf16 output
-        r"^buffer_load_dwordx4\b.*\blds\b",  # A staged by the gfx950 buffer->LDS DMA (async copy)
+        ASYNC_A_COPY,
     ),
     forbidden=(
         r"^v_mfma_f32_16x16x32_(fp8|bf8)",  # the CDNA3 fp8 MFMA: wrong arch path
@@ -48,7 +52,8 @@ BASE_GATES = GateSpec(
     max_scratch_bytes=0,
     max_vgpr=256,
     max_agpr=256,
-    max_lds_bytes=32 * 1024,  # two 64x128 fp8 A stages = 16 KiB; the card's tile never needs more
+    # two 64x128 fp8 A stages (16 KiB) + the padded 64x264 bf16 cshuffle tile (33 KiB)
+    max_lds_bytes=64 * 1024,
     min_waves_per_simd=2,  # waves_per_eu=2: the register budget the card validated
 )
 
@@ -62,6 +67,12 @@ def _target(
     expect_fail: tuple[str, ...] = (),
 ) -> CompileTarget:
     n, k = shape
+    required = gates.required
+    if cfg.epilogue == "cshuffle":  # the LDS reshuffle must end in 16-byte row-chunk stores
+        required += (r"^buffer_store_dwordx4\b",)
+    if not cfg.async_copy:  # A goes global -> registers -> LDS instead of the DMA
+        required = tuple(r for r in required if r != ASYNC_A_COPY) + (r"^ds_write_b128\b",)
+    gates = gates.model_copy(update={"required": required})
 
     def make():
         from .flydsl_gemm import compile_args
@@ -98,10 +109,22 @@ TARGETS = [
         "K-light (N=7168, K=768): 4-wave t64x256x128 wpe2; XCD non-load-bearing here",
     ),
     _target(
+        "t64x256x128_wpe2_xcd8_sync_deepk",
+        DEEP_K,
+        replace(CARD_CONFIG, xcd_swizzle=8, async_copy=False),
+        "deep K (N=2048, K=7168, 56 K tiles): register-staged A copy in an scf.for K loop",
+    ),
+    _target(
         "t64x128x128_wpe2_xcd8_oddn",
         ODD_N,
         replace(CARD_CONFIG, tile_n=128, xcd_swizzle=8),
         "tile_n=128 (the card's other swept tile_n), used by config_for when N % 256 != 0",
+    ),
+    _target(
+        "t64x256x128_wpe2_direct_down",
+        DOWN_PROJ,
+        replace(CARD_CONFIG, epilogue="direct"),
+        "ablation: bf16 stored straight from the MFMA layout instead of the LDS cshuffle",
     ),
     _target(
         "t64x256x128_wpe2_pinned_down",

@@ -11,10 +11,11 @@ really vary and a wrong scale anywhere shows up:
   sigma 0.5), so no two weight blocks share a scale.
 
 Output magnitudes are O(1), like a real layer's. That matters for the strict
-rtol=atol=1e-2 check: Hopper's fp8 tensor cores accumulate with a reduced-precision
-adder inside each 128-K block, an error that scales with the output's magnitude;
-at O(1) it stays far below atol for any correct kernel, while the E8M0 rounding
-(up to a factor sqrt(2) per block) stays far above it.
+rtol=atol=1e-2 check: Hopper's fp8 tensor cores are reported to keep only about 14
+bits while accumulating inside an MMA (DeepSeek-V3 report, H800), an error that grows
+with the output's magnitude; at O(1) it stays far below atol for any correct kernel
+(not measured here: the H200 bench records it), while the E8M0 rounding (up to a
+factor sqrt(2) per block) stays far above it.
 """
 from __future__ import annotations
 
@@ -121,9 +122,9 @@ def scale_activation_scales(factor: float) -> Callable[[Tensors], Tensors]:
 
     x3 gives larger magnitudes; x0.01 puts the outputs inside atol, where only relative
     L2 and cosine can tell right from wrong. Only A's scales move, so C grows at most
-    3x: Hopper's fp8 MMA adds inside each 128-K block with a reduced-precision
-    adder whose error grows with the block partials, and a 9x larger C would start
-    to eat into atol for near-zero outputs for *every* correct kernel, cuBLAS included.
+    3x: Hopper's fp8 MMA is reported to accumulate with reduced precision inside each
+    128-K block (an error that grows with the block partials), and a 9x larger C could
+    start to eat into atol near zero for *every* correct kernel, cuBLAS included.
     """
 
     def perturb(inputs: Tensors) -> Tensors:

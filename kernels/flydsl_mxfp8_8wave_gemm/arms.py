@@ -19,7 +19,9 @@ Tensors = dict[str, "torch.Tensor"]
 def _plain_operands(inputs: Tensors, outputs: Tensors) -> tuple:
     missing = [k for k in ("a", "a_scale_e8m0", "b", "b_scale_e8m0") if k not in inputs]
     if missing or "c" not in outputs:
-        raise KeyError(f"mxfp8 GEMM arm: missing inputs {missing} or output 'c' (have {sorted(inputs)}, {sorted(outputs)})")
+        raise KeyError(
+            f"mxfp8 GEMM arm: missing inputs {missing} or output 'c' (have {sorted(inputs)}, {sorted(outputs)})"
+        )
     return inputs["a"], inputs["a_scale_e8m0"], inputs["b"], inputs["b_scale_e8m0"], outputs["c"]
 
 

@@ -254,7 +254,9 @@ def make_launcher(cfg: KernelConfig, k: int) -> Callable[..., Any]:
 
         def load_step(step):
             """Operand fragments and scale dwords of one 128-K step, in issue order."""
-            b_frags = [load_pair(gB, *b_frag_offsets(n_base // 16 + j, step, lane, k)) for j in range_constexpr(n_tiles)]
+            b_frags = [
+                load_pair(gB, *b_frag_offsets(n_base // 16 + j, step, lane, k)) for j in range_constexpr(n_tiles)
+            ]
             a_frags = [
                 load_pair(gA, *a_frag_offsets(m_base + 16 * t + r, step, group, k)) for t in range_constexpr(n_tiles)
             ]
@@ -384,11 +386,15 @@ def _check_operands(a, b_shuffled, a_scale_shuffled, b_scale_shuffled, c) -> tup
     import torch
 
     if a.dim() != 2 or b_shuffled.dim() != 2:
-        raise ValueError(f"mxfp8 FlyDSL GEMM: a and b_shuffled must be 2-D, got {tuple(a.shape)}, {tuple(b_shuffled.shape)}")
+        raise ValueError(
+            f"mxfp8 FlyDSL GEMM: a and b_shuffled must be 2-D, got {tuple(a.shape)}, {tuple(b_shuffled.shape)}"
+        )
     m, k = a.shape
     n, kb = b_shuffled.shape
     if kb != k:
-        raise ValueError(f"mxfp8 FlyDSL GEMM: K mismatch, a is {tuple(a.shape)} and b_shuffled {tuple(b_shuffled.shape)}")
+        raise ValueError(
+            f"mxfp8 FlyDSL GEMM: K mismatch, a is {tuple(a.shape)} and b_shuffled {tuple(b_shuffled.shape)}"
+        )
     for name, t in (("a", a), ("b_shuffled", b_shuffled)):
         if t.element_size() != 1:
             raise TypeError(f"mxfp8 FlyDSL GEMM: {name} must hold fp8 e4m3 bytes, got {t.dtype}")
@@ -403,7 +409,9 @@ def _check_operands(a, b_shuffled, a_scale_shuffled, b_scale_shuffled, c) -> tup
     return m, n, k
 
 
-def build(inputs: "dict[str, torch.Tensor]", outputs: "dict[str, torch.Tensor]", cfg: "KernelConfig | None" = None) -> Callable[[], None]:
+def build(
+    inputs: "dict[str, torch.Tensor]", outputs: "dict[str, torch.Tensor]", cfg: "KernelConfig | None" = None
+) -> Callable[[], None]:
     """Candidate contract: compile once (untimed), return the zero-arg ``launch``.
 
     Reads ``a``, ``b_shuffled``, ``a_scale_shuffled``, ``b_scale_shuffled``; writes

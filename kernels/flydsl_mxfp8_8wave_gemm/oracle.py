@@ -103,7 +103,9 @@ def dequantize_mxfp8(q: "torch.Tensor", exps: "torch.Tensor") -> "torch.Tensor":
     return (q.to(torch.float32).view(r, k // MX_BLOCK, MX_BLOCK) * scales.unsqueeze(-1)).view(r, k)
 
 
-def mxfp8_gemm_fp32(a: "torch.Tensor", a_exps: "torch.Tensor", b: "torch.Tensor", b_exps: "torch.Tensor") -> "torch.Tensor":
+def mxfp8_gemm_fp32(
+    a: "torch.Tensor", a_exps: "torch.Tensor", b: "torch.Tensor", b_exps: "torch.Tensor"
+) -> "torch.Tensor":
     """float32 ``(A * sa) @ (B * sb)^T`` (before the bf16 rounding)."""
     a_deq = dequantize_mxfp8(a, a_exps)
     b_deq = dequantize_mxfp8(b, b_exps)
@@ -112,7 +114,9 @@ def mxfp8_gemm_fp32(a: "torch.Tensor", a_exps: "torch.Tensor", b: "torch.Tensor"
     return a_deq @ b_deq.t()
 
 
-def mxfp8_gemm_oracle(a: "torch.Tensor", a_exps: "torch.Tensor", b: "torch.Tensor", b_exps: "torch.Tensor") -> "torch.Tensor":
+def mxfp8_gemm_oracle(
+    a: "torch.Tensor", a_exps: "torch.Tensor", b: "torch.Tensor", b_exps: "torch.Tensor"
+) -> "torch.Tensor":
     """The oracle: dequantise -> float32 matmul -> bf16. ``C [M, N]`` bf16."""
     import torch
 

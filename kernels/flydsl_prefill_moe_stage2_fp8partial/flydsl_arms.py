@@ -3,6 +3,12 @@ stores the partial, bf16 or fp8) followed by the FlyDSL top-k reduce.
 
 ``build_fp8``: ``moe2_gemm_pf8_s<hex>`` + ``moe_reduce_infp8_s<hex>`` with the calibrated
 scale handed to both; ``build_bf16``: ``moe2_gemm_bf16`` + ``moe_reduce_inbf16``.
+``build_fp8_epilogue`` (ablation, three kernels): the GEMM writes raw fp32 accumulator
+rows in sorted order (``moe2_gemm_accf32``), the FlyDSL store epilogue applies the
+router weight and ``s`` and scatters e4m3 partial rows (``moe2_store_pf8_s<hex>``), the
+FlyDSL reduce finishes (``moe_reduce_infp8_s<hex>``). It is slower by construction (an
+extra fp32 round trip) and exists to run the FlyDSL store side on hardware under the
+verifier's parity checks.
 
 Not exercised on this project's machines (no AMD GPU): the FlyDSL reduce is compiled and
 gated for gfx950 here (``gfx950_targets``), and these builders need an MI355X with a
@@ -12,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from skill_kernels.flydsl_prefill_moe_stage2_fp8partial import flydsl_reduce, triton_stage2_gemm
+from skill_kernels.flydsl_prefill_moe_stage2_fp8partial import flydsl_reduce, flydsl_stage2_epilogue, triton_stage2_gemm
 from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.oracle import dims_of
 from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.segment import Stage2Launch
 from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.triton_arms import calibrated_scale, check_outputs
@@ -46,10 +52,7 @@ def build_stage2(inputs: Tensors, outputs: Tensors, *, scale: float | None) -> S
     )
     gemm, gname = triton_stage2_gemm.launcher(inputs, partial, scale)
     red, rname = flydsl_reduce.launcher(partial, out, d["top_k"], scale)
-    return Stage2Launch(
-        gemm=gemm, reduce=red, gemm_name=gname, reduce_name=rname, partial=partial,
-        producer_scale=scale, reducer_scale=scale,
-    )
+    return Stage2Launch(steps=((gname, gemm), (rname, red)), partial=partial, producer_scale=scale, reducer_scale=scale)
 
 
 def build_fp8(inputs: Tensors, outputs: Tensors) -> Stage2Launch:
@@ -58,3 +61,21 @@ def build_fp8(inputs: Tensors, outputs: Tensors) -> Stage2Launch:
 
 def build_bf16(inputs: Tensors, outputs: Tensors) -> Stage2Launch:
     return build_stage2(inputs, outputs, scale=None)
+
+
+def build_fp8_epilogue(inputs: Tensors, outputs: Tensors) -> Stage2Launch:
+    """GEMM to fp32 accumulator rows, FlyDSL fp8 store epilogue, FlyDSL infp8 reduce."""
+    import torch
+
+    d = dims_of(inputs)
+    out = check_outputs(outputs, d)
+    _require_rocm(out)
+    scale = calibrated_scale(inputs)
+    acc = torch.empty(inputs["sorted_ids"].numel(), d["N"], device=out.device, dtype=torch.float32)
+    partial = torch.empty(d["M"] * d["top_k"], d["N"], device=out.device, dtype=torch.float8_e4m3fn)
+    gemm, gname = triton_stage2_gemm.launcher(inputs, acc, None)
+    store, sname = flydsl_stage2_epilogue.launcher(acc, inputs["sorted_ids"], inputs["topk_weights"], partial, scale)
+    red, rname = flydsl_reduce.launcher(partial, out, d["top_k"], scale)
+    return Stage2Launch(
+        steps=((gname, gemm), (sname, store), (rname, red)), partial=partial, producer_scale=scale, reducer_scale=scale
+    )

@@ -46,8 +46,11 @@ def check_scale(scale: float) -> float:
 
     if not isinstance(scale, (int, float)) or isinstance(scale, bool):
         raise TypeError(f"partial scale must be a float, got {type(scale).__name__}")
+    flt_max = 3.4028234663852886e38
+    if not math.isfinite(scale) or abs(scale) > flt_max:
+        raise ValueError(f"partial scale must be a finite positive float32 with a finite reciprocal, got {scale!r}")
     s = as_f32(scale)
-    if not (math.isfinite(s) and s > 0.0 and math.isfinite(1.0 / s)):
+    if not (s > 0.0 and 1.0 / s <= flt_max):
         raise ValueError(f"partial scale must be a finite positive float32 with a finite reciprocal, got {scale!r}")
     return s
 

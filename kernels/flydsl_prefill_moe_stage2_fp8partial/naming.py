@@ -7,6 +7,7 @@ evidence that the optimised arm really ran, and with which scale:
 side                   bf16 partial (baseline)           fp8 partial, scale ``s``
 =====================  ===============================  ================================
 stage-2 GEMM (Triton)  ``moe2_gemm_bf16``                ``moe2_gemm_pf8_s<hex>``
+                                                         (or ``moe2_gemm_accf32`` feeding:)
 store epilogue (Fly)   ``moe2_store_bf16``               ``moe2_store_pf8_s<hex>``
 top-k reduce           ``moe_reduce_inbf16``             ``moe_reduce_infp8_s<hex>``
 =====================  ===============================  ================================
@@ -27,6 +28,7 @@ from collections.abc import Iterable
 from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.fp8_format import f32_bits, f32_from_bits
 
 GEMM_BF16 = "moe2_gemm_bf16"
+GEMM_ACC = "moe2_gemm_accf32"  # raw fp32 accumulator rows for a separate store epilogue
 STORE_BF16 = "moe2_store_bf16"
 REDUCE_BF16 = "moe_reduce_inbf16"
 
@@ -103,6 +105,6 @@ def check_scale_consistency(names: Iterable[str]) -> list[str]:
         errors.append(f"fp8-partial producer(s) {sorted(producers)} ran without any infp8 reducer")
     values = set(producers.values()) | set(reducers.values())
     if len(values) > 1:
-        detail = ", ".join(f"{n}: s={scale_from_hex(h):.9g}" for n, h in sorted({**producers, **reducers}.items()))
+        detail = ", ".join(f"{n}: s={scale_from_hex(h):.7g}" for n, h in sorted({**producers, **reducers}.items()))
         errors.append(f"producer/reducer partial scales differ ({detail}); one scale must feed both sides")
     return errors

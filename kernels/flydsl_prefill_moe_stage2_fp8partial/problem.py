@@ -33,7 +33,12 @@ triton_fp8     reference  cuda, rocm, cpu      moe2_gemm_pf8_s<hex> + moe_reduce
 flydsl_bf16    ablation   rocm                 moe2_gemm_bf16 + moe_reduce_inbf16 (FlyDSL)
 flydsl_fp8     reference  rocm                 moe2_gemm_pf8_s<hex> + moe_reduce_infp8_s<hex>
                                                (FlyDSL reduce)
+flydsl_fp8_    ablation   rocm                 moe2_gemm_accf32 + moe2_store_pf8_s<hex>
+epilogue                                       (FlyDSL store epilogue) + moe_reduce_infp8_s<hex>
 =============  =========  ===================  ==========================================
+
+``flydsl_fp8_epilogue`` runs the FlyDSL fp8 store epilogue on hardware (the GEMM hands it
+fp32 accumulator rows through memory): it exists for parity of that kernel, not speed.
 
 On CPU the Triton arms run in Triton's interpreter (no environment variable needed; the
 kernels use interpreter-safe rounding there) and each kernel call is wrapped in a
@@ -68,7 +73,7 @@ SHAPES = (
     {"M": 16384, "N": 7168, "K": 2048, "E": 256, "top_k": 8},
 )
 HIDDEN_SHAPES = (
-    {"M": 8192, "N": 4096, "K": 1536, "E": 64, "top_k": 6},  # ragged tiles on every axis
+    {"M": 8192, "N": 4000, "K": 1520, "E": 64, "top_k": 6},  # ragged N and K tiles, top_k=6
 )
 SMOKE_SHAPES = (
     {"M": 24, "N": 96, "K": 64, "E": 8, "top_k": 2},
@@ -122,6 +127,18 @@ ARMS = {
         description="Triton GEMM storing bf16 partials + FlyDSL bf16 reduce (gfx950)",
         platforms=("rocm",),
         signature=BASELINE_SIGNATURE,
+    ),
+    "flydsl_fp8_epilogue": ArmSpec(
+        name="flydsl_fp8_epilogue",
+        build="flydsl_arms:build_fp8_epilogue",
+        role="ablation",
+        description="Triton GEMM -> fp32 rows, FlyDSL fp8 store epilogue (w, *s, e4m3 scatter), FlyDSL infp8 reduce",
+        platforms=("rocm",),
+        signature=SignatureSpec(
+            required=(rf"^{naming.GEMM_ACC}$", r"^moe2_store_pf8_s[0-9a-f]{8}$", naming.REDUCE_INFP8),
+            forbidden=(rf"^{naming.GEMM_BF16}$", naming.REDUCE_BF16, naming.STORE_BF16),
+            launches_per_iter=3,
+        ),
     ),
     "flydsl_fp8": ArmSpec(
         name="flydsl_fp8",

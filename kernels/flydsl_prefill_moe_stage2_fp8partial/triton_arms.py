@@ -64,10 +64,7 @@ def build_stage2(
     gemm, gname = triton_stage2_gemm.launcher(inputs, partial, scale, gemm_config)
     red, rname = triton_reduce.launcher(partial, out, d["top_k"], rscale, block_n=reduce_block_n)
     return Stage2Launch(
-        gemm=gemm,
-        reduce=red,
-        gemm_name=gname,
-        reduce_name=rname,
+        steps=((gname, gemm), (rname, red)),
         partial=partial,
         producer_scale=scale,
         reducer_scale=rscale,

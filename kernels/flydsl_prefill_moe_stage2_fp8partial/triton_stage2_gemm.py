@@ -10,6 +10,11 @@ e4m3 of ``clamp(P * S, -448, 448)`` (``PF8=True``: the card's fp8-partial store)
 datapath is bf16 x bf16 -> fp32 (``tl.dot`` on tensor cores / MFMA); only the final
 global store changes with the variant, as the card prescribes.
 
+A third mode (``ACC_OUT=True``, kernel ``moe2_gemm_accf32``) stores the raw fp32
+accumulator rows in sorted order ([capacity, N], no weight, no scatter) for the FlyDSL
+store epilogue (``flydsl_stage2_epilogue``) to finish: an ablation arm that exercises
+that kernel on hardware, not a fast path.
+
 The scale ``S`` is a ``tl.constexpr``: part of Triton's cache key and of the compiled
 kernel's name (``moe2_gemm_pf8_s<hex(S)>`` via the ``repr`` hook, or
 ``moe2_gemm_bf16``), the same single value the reducer is built with.
@@ -37,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import triton
 import triton.language as tl
 
-from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.naming import gemm_name
+from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.naming import GEMM_ACC, gemm_name
 from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.routing import ROUTE_BLOCK_M
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -50,6 +55,8 @@ def _constant(proxy: Any, name: str) -> Any:
 
 
 def _kernel_repr(proxy: Any) -> str:
+    if bool(_constant(proxy, "ACC_OUT")):
+        return GEMM_ACC
     pf8 = bool(_constant(proxy, "PF8"))
     return gemm_name(pf8, float(_constant(proxy, "S")) if pf8 else None)
 
@@ -72,6 +79,7 @@ def moe2_gemm(
     stride_o,
     PF8: tl.constexpr,
     S: tl.constexpr,
+    ACC_OUT: tl.constexpr,
     SOFT_CVT: tl.constexpr,
     ROUTE_BM: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -116,6 +124,11 @@ def moe2_gemm(
             acc = tl.dot(a, b, acc)
         a_ptrs += BLOCK_K
         w_ptrs += BLOCK_K
+
+    if ACC_OUT:  # raw fp32 accumulator rows in sorted order, for a separate store epilogue
+        r_ptrs = out_ptr + offs_m[:, None].to(tl.int64) * stride_o + offs_n[None, :]
+        tl.store(r_ptrs, acc, mask=col_ok[None, :])
+        return
 
     # epilogue: router weight in fp32, then the partial store in the chosen format
     acc = acc * tl.load(topk_w_ptr + tok64, mask=row_ok, other=0.0)[:, None]
@@ -188,7 +201,8 @@ def launcher(
     """Bind a stage-2 GEMM launch to fixed buffers; returns ``(launch, kernel_name)``.
 
     partial: the [M*top_k, N] workspace, float8_e4m3fn (``scale`` required) or bf16
-    (``scale`` must be None).
+    (``scale`` must be None); or a float32 [capacity, N] buffer for the raw sorted
+    accumulator rows (``scale`` must be None).
     """
     import torch
 
@@ -198,23 +212,25 @@ def launcher(
     cfg = config or GemmConfig()
     cfg.check()
     d = dims_of(inputs)
-    pf8 = partial.dtype == torch.float8_e4m3fn
-    if not pf8 and partial.dtype != torch.bfloat16:
-        raise TypeError(f"partial must be float8_e4m3fn or bfloat16, got {partial.dtype}")
-    if pf8 == (scale is None):
-        raise ValueError("an fp8 partial store needs its scale; a bf16 store takes none")
-    s = check_scale(scale) if pf8 else 1.0
-    if tuple(partial.shape) != (d["M"] * d["top_k"], d["N"]) or partial.stride(1) != 1:
-        raise ValueError(f"partial must be [M*top_k, N] = {(d['M'] * d['top_k'], d['N'])} contiguous in N")
     a2, w2 = inputs["a2"], inputs["w2"]
+    pf8 = partial.dtype == torch.float8_e4m3fn
+    acc_out = partial.dtype == torch.float32
+    if not (pf8 or acc_out) and partial.dtype != torch.bfloat16:
+        raise TypeError(f"partial must be float8_e4m3fn, bfloat16 or float32 (accumulator rows), got {partial.dtype}")
+    if pf8 == (scale is None):
+        raise ValueError("an fp8 partial store needs its scale; bf16 and accumulator stores take none")
+    s = check_scale(scale) if pf8 else 1.0
+    rows = inputs["sorted_ids"].numel() if acc_out else d["M"] * d["top_k"]
+    if tuple(partial.shape) != (rows, d["N"]) or partial.stride(1) != 1:
+        raise ValueError(f"the {partial.dtype} output must be [{rows}, {d['N']}] contiguous in N, got {tuple(partial.shape)}")
     sorted_ids, block_expert, num_padded = inputs["sorted_ids"], inputs["block_expert"], inputs["num_padded"]
     weights = inputs["topk_weights"].reshape(-1)
     num_tiles_m = sorted_ids.numel() // cfg.block_m
     grid = (num_tiles_m * triton.cdiv(d["N"], cfg.block_n),)
     soft = a2.device.type == "cpu"
-    dst = (partial.view(torch.uint8) if pf8 else partial.view(torch.int16)) if soft else partial
+    dst = (partial.view(torch.uint8) if pf8 else partial.view(torch.int16)) if soft and not acc_out else partial
     kernel = kernel_for(a2.device)
-    name = gemm_name(pf8, s if pf8 else None)
+    name = GEMM_ACC if acc_out else gemm_name(pf8, s if pf8 else None)
     num_valid = d["M"] * d["top_k"]
     even_k = d["K"] % cfg.block_k == 0
 
@@ -223,7 +239,7 @@ def launcher(
             a2, w2, dst, sorted_ids, block_expert, num_padded, weights,
             num_valid, d["N"], d["K"], num_tiles_m,
             a2.stride(0), w2.stride(0), w2.stride(1), partial.stride(0),
-            PF8=pf8, S=s, SOFT_CVT=soft, ROUTE_BM=ROUTE_BLOCK_M,
+            PF8=pf8, S=s, ACC_OUT=acc_out, SOFT_CVT=soft, ROUTE_BM=ROUTE_BLOCK_M,
             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
             EVEN_K=even_k, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         )

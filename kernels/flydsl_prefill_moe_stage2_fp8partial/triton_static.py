@@ -70,7 +70,7 @@ def compile_gemm(target: str, scale: float | None, config: GemmConfig | None = N
         "stride_a": "i32", "stride_we": "i32", "stride_wn": "i32", "stride_o": "i32",
     }
     ce = {
-        "PF8": pf8, "S": float(scale) if pf8 else 1.0, "SOFT_CVT": False, "ROUTE_BM": ROUTE_BLOCK_M,
+        "PF8": pf8, "S": float(scale) if pf8 else 1.0, "ACC_OUT": False, "SOFT_CVT": False, "ROUTE_BM": ROUTE_BLOCK_M,
         "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m, "EVEN_K": True,
     }
     return _compile(_jit(g.moe2_gemm, g._kernel_repr), sig, ce, target, cfg.num_warps, cfg.num_stages)

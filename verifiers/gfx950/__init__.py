@@ -26,7 +26,7 @@ from verifiers.gfx950.gates import (
     run_gates,
 )
 from verifiers.gfx950.isa import KernelArtifacts, KernelResources
-from verifiers.gfx950.compile import CompileArtifacts, compile_target
+from verifiers.gfx950.compile import CompileArtifacts, compile_target, compile_targets
 from verifiers.gfx950.targets import CompileTarget, load_targets
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "Occupancy",
     "check_kernel",
     "compile_target",
+    "compile_targets",
     "load_targets",
     "run_gates",
 ]

@@ -17,7 +17,6 @@ reason, never a PASS.
 from __future__ import annotations
 
 import math
-import os
 import re
 from typing import TYPE_CHECKING, Literal
 

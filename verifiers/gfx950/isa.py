@@ -309,7 +309,7 @@ def _is_zero_constant(value: str) -> bool:
     return value in ("zeroinitializer",) or bool(re.fullmatch(r"<(\s*float\s+0\.0+e\+00\s*,?)+>", value))
 
 
-def promote_summary(ir: str, isa: str = "") -> PromoteSummary:
+def promote_summary(ir: str, isa: str = "") -> PromoteSummary:  # noqa: C901 - one SSA walk
     """Trace each fp8 MFMA result through shuffles / extracts / bitcasts / phis:
 
     * a result that feeds another MFMA's accumulator extends that MFMA's chain;
@@ -400,15 +400,14 @@ def promote_summary(ir: str, isa: str = "") -> PromoteSummary:
     unpromoted = [f"{n} = {defs[n][:160]}" for n in ends if n not in promoted][:5]
     max_chain = max((chain_depth(n, set()) for n in mfma), default=0)
     starts = sum(1 for n in mfma if chain_depth(n, set()) == 1)
-    body = isa
     return PromoteSummary(
         fp8_mfma=len(mfma),
         chain_starts=starts,
         promoted_chains=len(promoted),
         max_chain=max_chain,
-        unpromoted=unpromoted if len(promoted) < len(ends) else [],
-        isa_fma_values=isa_fma_values(body) if body else 0,
-        isa_fp8_mfma=sum(1 for _, ins in instructions(body) if FP8_MFMA.match(ins)) if body else 0,
+        unpromoted=unpromoted,
+        isa_fma_values=isa_fma_values(isa) if isa else 0,
+        isa_fp8_mfma=sum(1 for _, ins in instructions(isa) if FP8_MFMA.match(ins)) if isa else 0,
     )
 
 

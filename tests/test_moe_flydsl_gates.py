@@ -1,0 +1,51 @@
+"""FlyDSL gfx950 kernels of the MoE fp8-partial card: compile-only, then the static gates
+(fp8 conversions on the store and load sides, exact s and 1/s constants, 16-byte memory
+ops, no scratch, 8 waves/SIMD) through the project's gate machinery. A subset of the
+folder's targets keeps CI time down; ``skill-server check-kernel`` runs them all."""
+from __future__ import annotations
+
+import pytest
+
+from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.gfx950_targets import REF_SCALE
+from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.naming import reduce_name, store_name
+
+pytestmark = pytest.mark.flydsl
+FOLDER = "flydsl_prefill_moe_stage2_fp8partial"
+
+
+def _report(target):
+    from verifiers.gfx950 import check_kernel
+    from verifiers.gfx950.env import toolchain_problem
+
+    problem = toolchain_problem()
+    if problem:
+        pytest.skip(problem)
+    (report,) = check_kernel(FOLDER, target)
+    return report
+
+
+@pytest.mark.parametrize(
+    "target, kernel",
+    [
+        ("reduce_infp8_k8_n7168", reduce_name(True, REF_SCALE)),
+        ("store_pf8_n2880_f32acc", store_name(True, REF_SCALE)),
+    ],
+)
+def test_positive_targets_pass_every_gate(target, kernel):
+    r = _report(target)
+    assert r.status == "PASS", [(g.name, g.detail) for g in r.gates if g.status != "PASS"]
+    assert [res["kernel"] for res in r.resources] == [kernel]
+    assert all(o.waves_per_simd >= 8 for o in r.occupancy)
+
+
+@pytest.mark.parametrize(
+    "target, must_fail",
+    [
+        ("neg_reduce_mismatched_2s_k8_n7168", {"required_ir"}),
+        ("neg_store_bf16_n7168", {"required", "required_ir"}),
+    ],
+)
+def test_negative_targets_are_caught(target, must_fail):
+    r = _report(target)
+    assert r.negative and r.holds, r.failed
+    assert must_fail <= set(r.failed)
