@@ -381,12 +381,27 @@ def render_md(r: dict) -> str:
     steps = "\n".join(f"| {k} | {v:.3f} |" for k, v in ib.items())
     runs = ", ".join(f"{x:.3f}" for x in cs["first_answer_s"])
     cpus = ", ".join(f"{x:.3f}" for x in cs["server_cpu_s"])
+    p50_stdio = r["round_trip_ms"]["raw stdio"]["p50"]
+    sdk_share = ib["import_mcp_sdk"] / ib["total"] if ib["total"] else 0.0
+    catalog_adapter = sum(v for k, v in ib.items() if k.endswith(("mcp_tools_catalog", "mcp_resources", "mcp_prompts"))
+                          or k == "adapter_and_server_object")
+    groups = sum(v for k, v in ib.items() if k.startswith(("register", "import skill_server.mcp")))
+    verdict = (
+        f"- first answer <= 1.5 s: {'met' if cs['first_answer_median_s'] <= 1.5 else 'missed'} "
+        f"(median {cs['first_answer_median_s']:.2f} s wall, {cs['server_cpu_median_s']:.2f} s server CPU). "
+        f"Importing the MCP SDK alone takes {ib['import_mcp_sdk']:.2f} s CPU, {sdk_share:.0%} of the start-up "
+        f"steps ({ib['total']:.2f} s); all MCP tool modules' imports and registration take {groups:.2f} s, of which "
+        f"the catalog tools, resources, prompts and server object {catalog_adapter:.2f} s.\n"
+        f"- p50 <= 5 ms over stdio: {'met' if p50_stdio <= 5 else 'missed'} (raw client p50 {p50_stdio:.2f} ms)."
+    )
     return f"""# MCP server latency
 
 - command: `{r['command']}`
 - date: {r['date']}
 - machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, {m['platform']}
 - load average before / after: {m['loadavg_before']} / {m['loadavg_after']} (other jobs share this machine)
+
+{verdict}
 
 ## Cold start to the first answered `match_skill` (stdio, raw client)
 

@@ -7,8 +7,9 @@ the ledger.
 Statuses (one per card and platform, written by ``skill-server reverify``):
 
 CONFIRMED
-    Every check the card's claims need ran here and held: prerequisites met, static
-    gates passed (or the card declares none), parity passed on every verifier shape and
+    Every check the card's claims need ran here and held: prerequisites met, no static
+    gate failed (gates that could not run here are named in the reason), parity passed
+    on every verifier shape (hidden shapes included) and
     each shape measured FASTER at or above ``expects.isolated_speedup_min`` and within
     tolerance of the card's recorded figures. Only possible on a platform the card makes
     performance claims for (its generation is in ``match.gens``).

@@ -55,9 +55,9 @@ class SkillMCPServer(MCPServer):
         self._arg_names: dict[str, set[str]] = {}
 
     def add_tool(self, fn: Callable[..., Any], name: str | None = None, *args: Any, **kwargs: Any) -> None:
-        super().add_tool(fn, name, *args, **kwargs)
+        super().add_tool(fn, name, *args, **kwargs)  # a duplicate name keeps the first tool (SDK warns)
         ctx = find_context_parameter(fn)
-        self._arg_names[name or fn.__name__] = {p for p in inspect.signature(fn).parameters if p != ctx}
+        self._arg_names.setdefault(name or fn.__name__, {p for p in inspect.signature(fn).parameters if p != ctx})
 
     def remove_tool(self, name: str) -> None:
         super().remove_tool(name)

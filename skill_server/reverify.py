@@ -788,7 +788,9 @@ def decide(stages: list[StageResult]) -> tuple[ReverifyStatus, str]:
     if pre and pre.status == "MISSING":
         return "PREREQUISITE_MISSING", pre.reason
     if claims and claims.status == "CONFIRMED":
-        return "CONFIRMED", claims.reason
+        gates = by.get("gates")
+        note = f"; static gates not run: {gates.reason}" if gates and gates.status == "SKIPPED" else ""
+        return "CONFIRMED", claims.reason + note
     untested = [s for s in stages if s.status in ("NOT_APPLICABLE", "SKIPPED") and s.name in ("verifier", "claims")]
     reason = "; ".join(f"{s.name}: {s.reason}" for s in untested) or "the claims could not be tested here"
     return "NOT_APPLICABLE_HERE", reason

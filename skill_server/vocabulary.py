@@ -120,7 +120,8 @@ def _alias_table(section: dict[str, list[str]]) -> dict[str, str]:
 
 @lru_cache(maxsize=1)
 def vocabulary() -> Vocabulary:
-    raw = yaml.safe_load(VOCABULARY_FILE.read_text())
+    # libyaml when present: ~15x faster than the pure-Python loader, on the first request's path
+    raw = yaml.load(VOCABULARY_FILE.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
     generations = {
         name: GenerationInfo(
             name=name,

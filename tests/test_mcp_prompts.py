@@ -37,15 +37,18 @@ def test_prompt_says_how_to_enable_gated_tools_when_they_are_off():
 
 def test_prompt_tells_the_agent_to_call_gated_tools_when_a_module_registered_them():
     server = build(allow_exec_tools=True, allow_write_tools=True)
+    present = {t.name for t in with_client(server, lambda c: c.list_tools()).tools}
 
-    # Stand-ins for the tools the verify and ledger modules register when enabled.
-    @server.tool(name="run_verifier", description="Call this to verify a candidate.")
-    def run_verifier(card_id: str) -> str:
-        return "stub"
+    # Stand-ins for the gated tools whose modules are not in this tree yet.
+    if "run_verifier" not in present:
+        @server.tool(name="run_verifier", description="Call this to verify a candidate.")
+        def run_verifier(card_id: str) -> str:
+            return "stub"
 
-    @server.tool(name="record_result", description="Call this to record a verifier report.")
-    def record_result(report: str) -> str:
-        return "stub"
+    if "record_result" not in present:
+        @server.tool(name="record_result", description="Call this to record a verifier report.")
+        def record_result(report: str) -> str:
+            return "stub"
 
     body = render(server)
     assert "Call `run_verifier`" in body and "Call `record_result`" in body

@@ -193,8 +193,9 @@ def test_decide_applies_the_documented_precedence():
     assert decide([st("prerequisites", "MISSING"), st("gates", "FAIL"), st("claims", "DRIFTED")])[0] == "FAILED"
     assert decide([st("prerequisites", "MISSING"), st("verifier", "PASS"), st("claims", "DRIFTED")])[0] == "DRIFTED"
     assert decide([st("prerequisites", "MISSING"), st("verifier", "PASS"), st("claims", "CONFIRMED")])[0] == "PREREQUISITE_MISSING"
-    assert decide([st("prerequisites", "PASS"), st("gates", "SKIPPED"), st("verifier", "PASS"),
-                   st("claims", "CONFIRMED")])[0] == "CONFIRMED"
+    status, reason = decide([st("prerequisites", "PASS"), st("gates", "SKIPPED"), st("verifier", "PASS"),
+                             st("claims", "CONFIRMED")])
+    assert status == "CONFIRMED" and "static gates not run: gates SKIPPED" in reason
     assert decide([st("prerequisites", "PASS"), st("verifier", "NOT_APPLICABLE"),
                    st("claims", "NOT_APPLICABLE")])[0] == "NOT_APPLICABLE_HERE"
     assert worst(["CONFIRMED", "NOT_APPLICABLE_HERE", "DRIFTED"]) == "DRIFTED"

@@ -63,7 +63,7 @@ def test_cli_prints_json_and_exits_1_on_a_failed_candidate(capsys):
     parser = argparse.ArgumentParser()
     add_verify_arguments(parser)
     args = parser.parse_args([
-        "--candidate", f"{FIXTURES / 'candidates' / 'scaled_2y'}.py:build", "--shape", "32x32x32",
+        "--candidate", f"{FIXTURES / 'candidates' / 'writes_nan'}.py:build", "--shape", "32x32x32",
         "--json", "--no-timing", "--no-profile", "--seed", "0", "--no-secret-seed", "--quiet",
     ])
     code = run_verify_command(args, PROBLEM)
@@ -71,6 +71,9 @@ def test_cli_prints_json_and_exits_1_on_a_failed_candidate(capsys):
     assert code == 1
     assert out["verdict"] == "FAIL" and out["stages"]["parity"]["status"] == "FAIL"
     assert out["stages"]["timing"]["status"] == "SKIPPED"
+    # non-finite figures survive the worker -> parent -> JSON round trip
+    metrics = out["shape_reports"][0]["parity"]["cases"][0]["outputs"][0]["candidate"]
+    assert metrics["nonfinite"] == 1 and metrics["max_abs"] == float("inf")
 
 
 def test_cli_rejects_bad_input_with_exit_2(capsys):

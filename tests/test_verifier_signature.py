@@ -21,17 +21,25 @@ GEMM = "moe_stage2_gemm_cshuffle_pf8_t64x256"
 REDUCE = "moe_topk_reduce_infp8_k8"
 
 
-def gpu_trace(kernels_per_call, calls=3, stray=()):
+def gpu_trace(kernels_per_call, calls=3, stray=(), runtime=True):
     """A torch.profiler chrome trace as Kineto writes it on CUDA/ROCm: user ranges on the
-    host thread, runtime launches with correlation ids, device kernels on streams."""
+    host thread, runtime launches with correlation ids, device kernels on streams. With
+    ``runtime=False`` only the aten op (linked by External id) records the launch."""
     events, corr, t = [], 0, 0.0
     def launch(name, stream, host_ts, dev_ts, dur):
         nonlocal corr
         corr += 1
-        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": host_ts, "dur": 2.0,
-                       "tid": 7, "pid": 1, "args": {"correlation": corr}})
+        if runtime:
+            events.append({"ph": "X", "cat": "cuda_runtime", "name": "hipModuleLaunchKernel", "ts": host_ts, "dur": 2.0,
+                           "tid": 7, "pid": 1, "args": {"correlation": corr, "External id": corr}})
+        else:
+            events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": host_ts, "dur": 2.0,
+                           "tid": 7, "pid": 1, "args": {"External id": corr}})
+        kernel_args = {"stream": stream, "device": 0, "External id": corr}
+        if runtime:
+            kernel_args["correlation"] = corr
         events.append({"ph": "X", "cat": "kernel", "name": name, "ts": dev_ts, "dur": dur, "tid": stream, "pid": 0,
-                       "args": {"correlation": corr, "stream": stream, "device": 0}})
+                       "args": kernel_args})
     for i in range(calls):
         events.append({"ph": "X", "cat": "user_annotation", "name": f"verifier::flush::{i}", "ts": t, "dur": 5.0, "tid": 7, "pid": 1})
         launch(FILL, 7, t + 1, t + 10, 60.0)
@@ -78,6 +86,12 @@ def test_side_stream_kernels_count_for_the_call_that_launched_them():
     assert all(r.window == "call" and r.stream == "13" for r in side)
     score = score_segment(records, SegmentSpec(), "candidate")
     assert score.score_us == pytest.approx(800.0)
+
+
+def test_kernels_link_to_their_call_through_the_aten_op_without_runtime_records():
+    records = from_chrome_trace(gpu_trace([(GEMM, 500.0, 7), (REDUCE, 100.0, 7)], runtime=False))
+    assert [r.window for r in records if r.name == REDUCE] == ["call"] * 3
+    assert score_segment(records, SegmentSpec(), "candidate").score_us == pytest.approx(600.0)
 
 
 def test_kernels_launched_outside_every_call_fail_the_signature():

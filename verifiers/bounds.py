@@ -8,12 +8,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from verifiers.problem import Problem
 
 
 class PhysicalBound(BaseModel):
+    model_config = ConfigDict(ser_json_inf_nan="constants")  # inf/NaN survive a JSON round trip
+
     flops: float | None = None
     min_bytes: float | None = None
     peak_flops: float | None = None  # FLOP/s, declared

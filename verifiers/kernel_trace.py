@@ -32,7 +32,9 @@ FLUSH_PREFIX = "verifier::flush::"
 _RANGE = re.compile(r"^verifier::(call|flush)::(\d+)$")
 
 DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
-HOST_LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver", "runtime", "driver"}
+HOST_LAUNCH_CATEGORIES = {
+    "cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver", "privateuse1_runtime", "privateuse1_driver",
+}
 # CPU ops that move no data and compute nothing; they are not "kernels"
 CPU_NON_KERNELS = re.compile(
     r"^aten::(empty\w*|as_strided\w*|view\w*|reshape|_reshape_alias|_unsafe_view|unsqueeze\w*|squeeze\w*|"
@@ -60,6 +62,7 @@ def from_chrome_trace(trace: dict[str, Any], cpu: bool = False) -> list[KernelRe
     if cpu:
         return _cpu_kernels(events, ranges)
     launches: dict[Any, tuple[float, Any]] = {}
+    host_ops: dict[Any, tuple[float, Any]] = {}  # External id -> the cpu_op that launched
     device_ranges: list[tuple[float, float, str, int]] = []
     for e in events:
         cat = e.get("cat")
@@ -67,6 +70,10 @@ def from_chrome_trace(trace: dict[str, Any], cpu: bool = False) -> list[KernelRe
             corr = (e.get("args") or {}).get("correlation")
             if corr is not None:
                 launches[corr] = (float(e["ts"]), e.get("tid"))
+        elif cat == "cpu_op":
+            ext = (e.get("args") or {}).get("External id")
+            if ext is not None:
+                host_ops.setdefault(ext, (float(e["ts"]), e.get("tid")))
         elif cat == "gpu_user_annotation":
             m = _RANGE.match(str(e.get("name", "")))
             if m:
@@ -78,6 +85,8 @@ def from_chrome_trace(trace: dict[str, Any], cpu: bool = False) -> list[KernelRe
         args = e.get("args") or {}
         window = iteration = None
         host = launches.get(args.get("correlation"))
+        if host is None:  # no runtime record: the aten op with the same External id
+            host = host_ops.get(args.get("External id"))
         if host is not None:
             window, iteration = _lookup(ranges, host[1], host[0])
         if window is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -19,6 +19,8 @@ CHUNK = 1 << 24  # elements per float64 chunk (128 MiB)
 
 class OutputMetrics(BaseModel):
     """One arm's output compared with the oracle output."""
+
+    model_config = ConfigDict(ser_json_inf_nan="constants")  # inf/NaN survive a JSON round trip
 
     numel: int
     nonfinite: int  # NaN or Inf in the arm's output (poisoned = never written counts here)
@@ -31,6 +33,8 @@ class OutputMetrics(BaseModel):
 
 
 class OracleStats(BaseModel):
+    model_config = ConfigDict(ser_json_inf_nan="constants")  # inf/NaN survive a JSON round trip
+
     numel: int
     std: float
     nonfinite: int

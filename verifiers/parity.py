@@ -374,7 +374,12 @@ def run_parity(
     statuses = {c.status for c in result.cases}
     if "FAIL" in statuses:
         result.status = "FAIL"
-        result.reason = f"{sum(c.status == 'FAIL' for c in result.cases)} of {len(result.cases)} cases failed"
+        first = next(c for c in result.cases if c.status == "FAIL")
+        what = "secret seed" if first.secret else f"seed {first.seed}"
+        result.reason = (
+            f"{sum(c.status == 'FAIL' for c in result.cases)} of {len(result.cases)} cases failed; first "
+            f"({first.shape} {what}{', ' + first.perturbation if first.perturbation else ''}): {first.failures[0]}"
+        )
     elif "ERROR" in statuses:
         result.status = "ERROR"
         result.reason = "; ".join(e for c in result.cases for e in c.errors)[:2000]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from verifiers.bounds import PhysicalBound
 from verifiers.parity import ParityResult
@@ -51,6 +51,8 @@ class ThreadCounts(BaseModel):
 class ShapeReport(BaseModel):
     """What one worker subprocess found for one shape."""
 
+    model_config = ConfigDict(ser_json_inf_nan="constants")  # inf/NaN survive a JSON round trip
+
     shape: str
     dims: dict[str, int] | None = None  # withheld for hidden shapes
     baseline_arm: str | None = None
@@ -74,6 +76,8 @@ class ShapeReport(BaseModel):
 
 
 class VerificationReport(BaseModel):
+    model_config = ConfigDict(ser_json_inf_nan="constants")  # inf/NaN survive a JSON round trip
+
     schema_version: int = SCHEMA_VERSION
     problem: str
     card_id: str | None = None

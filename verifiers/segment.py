@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from verifiers.kernel_trace import KernelRecord
 from verifiers.problem import SegmentSpec
@@ -23,6 +23,8 @@ Status = Literal["PASS", "FAIL", "SKIPPED", "ERROR"]
 
 
 class KernelStat(BaseModel):
+    model_config = ConfigDict(ser_json_inf_nan="constants")  # inf/NaN survive a JSON round trip
+
     name: str
     calls: int
     total_us: float
@@ -32,6 +34,8 @@ class KernelStat(BaseModel):
 
 
 class SegmentScore(BaseModel):
+    model_config = ConfigDict(ser_json_inf_nan="constants")  # inf/NaN survive a JSON round trip
+
     arm: str
     source: str
     status: Status

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from verifiers import contract, integrity, stats, tensors
 from verifiers.bounds import PhysicalBound
@@ -60,6 +60,8 @@ class TimingConfig(BaseModel):
 
 
 class ArmRoundStats(BaseModel):
+    model_config = ConfigDict(ser_json_inf_nan="constants")  # inf/NaN survive a JSON round trip
+
     n: int
     median_ms: float
     q1_ms: float
@@ -70,6 +72,8 @@ class ArmRoundStats(BaseModel):
 
 
 class RoundResult(BaseModel):
+    model_config = ConfigDict(ser_json_inf_nan="constants")  # inf/NaN survive a JSON round trip
+
     index: int
     order: str  # e.g. "ABBA"
     a: ArmRoundStats
@@ -78,6 +82,8 @@ class RoundResult(BaseModel):
 
 
 class Comparison(BaseModel):
+    model_config = ConfigDict(ser_json_inf_nan="constants")  # inf/NaN survive a JSON round trip
+
     name: Literal["A/A", "A/B"]
     arm_a: str
     arm_b: str
@@ -104,6 +110,8 @@ class WarmupInfo(BaseModel):
 
 
 class TimingResult(BaseModel):
+    model_config = ConfigDict(ser_json_inf_nan="constants")  # inf/NaN survive a JSON round trip
+
     status: Status
     reason: str = ""
     timer: str = ""
@@ -318,9 +326,8 @@ def run_timing(
     baseline_label: str,
     candidate_label: str,
     progress: Callable[[str], None] | None = None,
-    after_warmup: Callable[[TimedArm, TimedArm], None] | None = None,
 ) -> TimingResult:
-    """A/A control then A/B; ``after_warmup`` (e.g. the profiler pass) runs between warm-up and timing."""
+    """Build every arm's buffer sets, check them once, warm up, then the A/A control and A/B."""
     cfg, device = session.config, session.device
     result = TimingResult(
         status="PASS",
@@ -360,8 +367,6 @@ def run_timing(
         for arm in (base_a, base_a2, cand):
             say(f"warm-up {arm.label}")
             result.warmup.append(session.warmup(arm))
-        if after_warmup is not None:
-            after_warmup(base_a, cand)
         k = session.calls_per_block([w.wall_per_call_ms for w in result.warmup])
         say(f"A/A control: {cfg.aa_rounds or cfg.rounds} rounds x 4 blocks x {k} calls")
         result.aa = session.compare("A/A", base_a, base_a2, cfg.aa_rounds or cfg.rounds, k, round_offset=0)

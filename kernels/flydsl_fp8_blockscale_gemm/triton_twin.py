@@ -62,14 +62,16 @@ def _promote_tile(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_N: tl.constexpr, USE_TMA: tl.constexpr, NUM_STAGES: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
 ):
+    SCALE_BLOCK: tl.constexpr = 128
     off_m = pid_m * BLOCK_M
     off_n0 = pid_n * (BLOCK_N * SPLIT_N)
     off_n1 = off_n0 + BLOCK_N
     offs_m = off_m + tl.arange(0, BLOCK_M)
     rows = offs_m % M  # clamped rows: valid addresses, results discarded on store
     # one weight-scale block per BLOCK_N-wide half (BLOCK_N divides 128)
-    nb0 = off_n0 // BLOCK_K
-    nb1 = tl.minimum(off_n1 // BLOCK_K, N // BLOCK_K - 1)
+    nb0 = off_n0 // SCALE_BLOCK
+    nb1 = tl.minimum(off_n1 // SCALE_BLOCK, N // SCALE_BLOCK - 1)
+    num_sb = num_kb * BLOCK_K // SCALE_BLOCK  # 128-K scale blocks along K
     if not USE_TMA:
         offs_k = tl.arange(0, BLOCK_K)
         a_ptrs = a_src + rows.to(tl.int64)[:, None] * stride_am + offs_k[None, :]
@@ -87,9 +89,12 @@ def _promote_tile(
         else:
             a = tl.load(a_ptrs)
             b0 = tl.load(b0_ptrs)
-        a_s = tl.load(as_t_ptr + kb * M + rows)  # [BLOCK_M] activation scales of this K block
-        # promote: fp32 partial of this 128-K block times its fp32 scales, into fp32
-        s0 = a_s * tl.load(bs_ptr + nb0 * num_kb + kb)
+        sb = kb * BLOCK_K // SCALE_BLOCK  # the 128-K scale block this MMA step lies in
+        a_s = tl.load(as_t_ptr + sb * M + rows)  # [BLOCK_M] activation scales of this K block
+        # promote: fp32 partial of this K step times its block's fp32 scales, into fp32.
+        # BLOCK_K < 128 promotes more often (shorter runs inside the tensor core's
+        # reduced-precision fp8 accumulation) at the cost of more FMAs.
+        s0 = a_s * tl.load(bs_ptr + nb0 * num_sb + sb)
         acc0 += tl.dot(a, b0, out_dtype=tl.float32) * s0[:, None]
         if SPLIT_N == 2:
             if USE_TMA:
@@ -97,7 +102,7 @@ def _promote_tile(
             else:
                 b1 = tl.load(b1_ptrs)
                 b1_ptrs += BLOCK_K
-            s1 = a_s * tl.load(bs_ptr + nb1 * num_kb + kb)
+            s1 = a_s * tl.load(bs_ptr + nb1 * num_sb + sb)
             acc1 += tl.dot(a, b1, out_dtype=tl.float32) * s1[:, None]
         if not USE_TMA:
             a_ptrs += BLOCK_K

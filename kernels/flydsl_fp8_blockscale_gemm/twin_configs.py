@@ -10,7 +10,12 @@ this module carries their Hopper analogues, reasoned from the H200's limits:
   so 4 warps go with BLOCK_M=64. A 128x256 tile is done as two 128x128 halves
   (``split_n=2``), each with its own scalar weight scale, so only one half's
   partial is live at a time (128 + 64 registers).
-- **BLOCK_K = 128 always**: one MMA step per scale block, one promote per step.
+- **BLOCK_K = 64 on Hopper, 128 elsewhere.** Scales are per 128-K block either way,
+  but Hopper's fp8 wgmma accumulates inside the tensor core with fewer bits than
+  fp32. Measured on the H200 (bench/results/blockscale_precision_*.json, 4096x2048x7168,
+  outlier-heavy data): promoting every 128 K leaves 27 of 8.4M elements out of
+  rtol=atol=1e-2 (cuBLAS's block-scale GEMM misses the same 27), promoting every 64 K
+  leaves none. Strict parity wins over speed, so the twin promotes every 64 K there.
 - **Wide-N (locality)**: the analogue of the card's XCD swizzle is the program
   order. When A (M x K bytes) fits in L2, ``group_m`` covers every M tile, so all
   programs that share a B panel run back to back and each B panel comes from HBM
@@ -55,7 +60,7 @@ class TwinConfig(BaseModel):
     block_m: Literal[64, 128]
     block_n: Literal[64, 128] = 128  # width of one MMA/promote step (one weight-scale column block)
     split_n: Literal[1, 2] = 1  # tile width = block_n * split_n
-    block_k: Literal[128] = 128
+    block_k: Literal[32, 64, 128] = 128  # MMA K step; scales stay per 128-K block
     group_m: int = Field(8, ge=1, le=4096)
     num_warps: Literal[4, 8] = 8
     num_stages: int = Field(3, ge=1, le=6)
@@ -176,6 +181,10 @@ def pick_config(
         notes.append("CPU: interpreter, pointer loads")
     else:
         notes.append("Hopper: TMA loads, two fp32 tiles per thread need 8 warps at BLOCK_M=128")
+    if platform == "cuda":
+        cfg["block_k"] = 64
+        notes.append("promote every 64 K: Hopper's fp8 MMA accumulation is not fp32-exact over 128 K "
+                     "(128-K promotes missed strict parity on the H200, as cuBLAS does)")
     config = TwinConfig(**cfg, use_tma=tma)
     return ConfigChoice(config=config, shape_class=cls, reason=f"{why}; " + "; ".join(notes))
 
@@ -199,6 +208,9 @@ def sweep_configs(
     # CTA-wide barrier in every K step, so a CTA's promote stalls its own MMAs; only
     # other CTAs on the SM can fill that gap, hence the BLOCK_M=64 (1 warpgroup) rows.
     alts: list[dict] = [
+        dict(block_m=64, num_warps=4, num_stages=4),
+        dict(block_m=64, num_warps=4, num_stages=5),  # 64-K steps: a deeper pipeline is cheap in smem
+        dict(num_stages=5),
         dict(block_m=64, num_warps=4, num_stages=3),  # 153 regs, 74 KiB smem: 3 CTAs per SM
         dict(block_m=64, num_warps=4, num_stages=4),  # 99 KiB smem: 2 CTAs per SM
         # Triton's Hopper auto warp specialisation (TMA producer + two consumer partitions)
@@ -212,6 +224,9 @@ def sweep_configs(
     ]
     if choice.shape_class == "wide_n":
         alts.append(dict(group_m=8) if base.group_m != 8 else dict(group_m=_cdiv(m, base.block_m)))
+    if platform == "cuda":
+        # the cuBLAS-like 128-K promote, for the speed it costs to be exact (fails strict parity on Hopper)
+        alts.append(dict(block_k=128, block_m=64, num_warps=4, num_stages=4))
     if tma:
         alts.append(dict(use_tma=False))
     else:
