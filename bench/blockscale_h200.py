@@ -277,13 +277,25 @@ def bench_shape(problem: Any, dims: dict, device: Any, args: argparse.Namespace,
         rec["best"] = None
         rec["verdict"] = "FAIL: no twin config passed parity"
         return rec
-    best_row = min(good, key=lambda r: r["ms"])
-    best = TwinConfig(**best_row["fields"])
+    # 2a. the fastest config that passes strict parity on every seed and perturbation: a
+    # config can pass seed 0 and still miss a perturbed case (Hopper's fp8 accumulation)
+    rec["rejected"] = []
+    best, rec["twin_parity"] = None, []
+    for row in sorted(good, key=lambda r: r["ms"])[:6]:
+        cfg = TwinConfig(**row["fields"])
+        matrix = parity_matrix(problem, dims, device, seeds, lambda i, o, c=cfg: triton_twin.build(i, o, c))
+        if all(c["ok"] for c in matrix):
+            best, best_row, rec["twin_parity"] = cfg, row, matrix
+            break
+        worst = max((c.get("mismatches") or 0) for c in matrix)
+        rec["rejected"].append({"config": cfg.label, "ms": row["ms"], "tflops": row["tflops"],
+                                "failed_cases": [c["case"] for c in matrix if not c["ok"]], "worst_mismatches": worst})
+        rec["twin_parity"] = matrix
+        _print_progress(f"  {cfg.label}: fails full parity ({worst} out in its worst case); next")
+    if best is None:
+        best_row = min(good, key=lambda r: r["ms"])
+        best = TwinConfig(**best_row["fields"])
     rec["best"] = {"config": best.label, "fields": best.model_dump(), "ms": best_row["ms"], "tflops": best_row["tflops"]}
-
-    # 2a. parity of the chosen config across seeds and perturbations
-    rec["twin_parity"] = parity_matrix(problem, dims, device, seeds,
-                                       lambda i, o: triton_twin.build(i, o, best))
     rec["twin_parity_ok"] = all(c["ok"] for c in rec["twin_parity"])
 
     # 2b. cuBLAS arm: parity + interleaved A/B
@@ -393,6 +405,9 @@ def markdown(result: dict) -> str:
             par_text = f"{verdict} ({par.get('mismatches')} out)" if par else "—"
             lines.append(f"| {s['config']} | {_fmt(s.get('ms'), '.4f')} | {_fmt(s.get('tflops'))} "
                          f"| {par_text} | {s.get('error', '')[:100]} |")
+        for rj in r.get("rejected") or []:
+            lines.append(f"\nRejected after passing seed 0: `{rj['config']}` ({_fmt(rj['tflops'])} TFLOP/s) failed "
+                         f"{', '.join(rj['failed_cases'])} (worst {rj['worst_mismatches']} elements out).")
     v = result.get("verifier") or {}
     lines += ["", f"## Verifier (`verifiers.api.verify`, tuned twin vs `{v.get('baseline', 'cublas_blockscale')}`): "
               f"{v.get('status', '—')} {v.get('verdict', '')} {v.get('reason', '')}", ""]

@@ -110,8 +110,7 @@ def run_once(problem: str, arm: str, shape: str, options: Any) -> tuple[dict[str
             median_ms=timing.ab.median_a_ms, calls_per_block=timing.ab.calls_per_block,
             rounds=len(timing.ab.rounds),
         )
-    else:
-        row["reason"] = "; ".join(f"{k}: {v.reason}" for k, v in shape_report.stages.items() if v.status != "PASS")[:1000]
+    row["reason"] = "; ".join(f"{k}: {v.reason}" for k, v in shape_report.stages.items() if v.status != "PASS")[:1000]
     return row, report
 
 

@@ -21,6 +21,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Expert-skill knowledge server for GPU kernel hotspots, with executable verifiers.",
     )
     parser.add_argument("--skills-dir", default=None, help="folder of skill cards (default: the project's skills/)")
+    parser.add_argument("--ledger", default=None,
+                        help="results ledger file (default: $SKILL_SERVER_LEDGER, else <project>/var/ledger.sqlite)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)

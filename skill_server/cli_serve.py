@@ -91,7 +91,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = ServerSettings(allow_exec_tools=args.enable_exec_tools, allow_write_tools=args.enable_write_tools,
                               profile_roots=roots)
-    service = SkillService(args.skills_dir)
+    service = SkillService(args.skills_dir, ledger_path=getattr(args, "ledger", None))
     catalog = service.catalog
     where = f"HTTP at {http_url(opts)}" if http else "stdio"
     status = (f"skill-server: {len(catalog.cards)} cards from {catalog.skills_dir}; MCP over {where}; "

@@ -18,11 +18,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_check_kernel)
 
+    from verifiers.cli_support import add_verify_arguments
+
+    p = sub.add_parser("verify", help="verify a rewrite on this box: parity, runtime signature, interleaved A/B")
+    p.add_argument("card", help="card id; its verifier binding names the problem")
+    add_verify_arguments(p)
+    p.set_defaults(handler=cmd_verify)
+
 
 def kernel_folder(args, card_id: str) -> str:
     """The kernels folder a card binds to (its verifier problem), else the card id."""
     parsed = service_from(args).card(card_id)
     return parsed.card.verifier.problem if parsed.card.verifier else parsed.card.id
+
+
+@handles_errors
+def cmd_verify(args) -> int:
+    # exit codes: 0 ran and correct, 1 FAIL, 2 bad input, 3 ERROR (the harness could not decide)
+    from verifiers.cli_support import run_verify_command
+
+    return run_verify_command(args, service_from(args).problem_of(args.card))
 
 
 @handles_errors

@@ -29,6 +29,7 @@ __all__ = ["MCP_MODULES", "ServerSettings", "SkillMCPServer", "build_server", "V
 MCP_MODULES = (
     "skill_server.mcp_tools_catalog",
     "skill_server.mcp_tools_ledger",
+    "skill_server.mcp_tools_verify",
     "skill_server.mcp_resources",
     "skill_server.mcp_prompts",
 )

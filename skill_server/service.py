@@ -274,6 +274,29 @@ class SkillService:
         return lint_catalog(Catalog.load(self.skills_dir))
 
     # -- results ledger --------------------------------------------------------------
+    def verify(self, card_id: str, candidate: str, baseline: str | None = None, shapes: list[str] | None = None,
+               options: "dict | None" = None, progress=None):
+        """Run the card's verifier on this box: parity against the immutable oracle, runtime
+        signatures, same-session A/A + interleaved A/B timing (one subprocess per shape).
+        ``candidate`` is FILE.py:FUNC, package.module:FUNC or arm:NAME. Returns the
+        verifier's report (``verifiers.report.VerificationReport``)."""
+        from verifiers.api import verify
+        from verifiers.options import VerifyOptions
+
+        problem = self.problem_of(card_id)
+        try:
+            opts = VerifyOptions.model_validate(options or {})
+            return verify(problem, candidate, baseline=baseline, shapes=shapes, options=opts, progress=progress)
+        except (ValueError, KeyError) as exc:
+            raise ServiceError(exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)) from None
+
+    def problem_of(self, card_id: str) -> str:
+        """The kernels folder (verifier problem) a card binds to."""
+        card = self.card(card_id).card
+        if card.verifier is None:
+            raise ServiceError(f"card {card_id!r} has no verifier binding (front matter 'verifier:')")
+        return card.verifier.problem
+
     def record_result(self, record: "dict | ResultRecord | list[dict | ResultRecord]") -> RecordReceipt:
         """Validate and store one record or a batch (all or none). Refuses unknown cards,
         impossible figures, oversized payloads and paths outside the project."""

@@ -61,6 +61,7 @@ def _promote_tile(
     pid_m, pid_n,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_N: tl.constexpr, USE_TMA: tl.constexpr, NUM_STAGES: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+    MMA_BF16: tl.constexpr,
 ):
     SCALE_BLOCK: tl.constexpr = 128
     off_m = pid_m * BLOCK_M
@@ -90,6 +91,10 @@ def _promote_tile(
             a = tl.load(a_ptrs)
             b0 = tl.load(b0_ptrs)
         sb = kb * BLOCK_K // SCALE_BLOCK  # the 128-K scale block this MMA step lies in
+        if MMA_BF16:
+            # fp8 -> bf16 is exact; bf16 MMAs accumulate in full fp32 (Hopper's fp8 MMAs do not)
+            a = a.to(tl.bfloat16)
+            b0 = b0.to(tl.bfloat16)
         a_s = tl.load(as_t_ptr + sb * M + rows)  # [BLOCK_M] activation scales of this K block
         # promote: fp32 partial of this K step times its block's fp32 scales, into fp32.
         # BLOCK_K < 128 promotes more often (shorter runs inside the tensor core's
@@ -102,6 +107,8 @@ def _promote_tile(
             else:
                 b1 = tl.load(b1_ptrs)
                 b1_ptrs += BLOCK_K
+            if MMA_BF16:
+                b1 = b1.to(tl.bfloat16)
             s1 = a_s * tl.load(bs_ptr + nb1 * num_sb + sb)
             acc1 += tl.dot(a, b1, out_dtype=tl.float32) * s1[:, None]
         if not USE_TMA:
@@ -129,7 +136,7 @@ def blockscale_fp8_gemm_promote(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_N: tl.constexpr, GROUP_M: tl.constexpr,
     USE_TMA: tl.constexpr, PERSISTENT: tl.constexpr, FLATTEN: tl.constexpr, NUM_PROGS: tl.constexpr,
-    NUM_STAGES: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+    NUM_STAGES: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, MMA_BF16: tl.constexpr,
 ):
     """fp8 A[M,K] x fp8 B[N,K]^T with per-(row, 128-K) and per-(128x128) fp32 scales -> bf16 C.
 
@@ -143,12 +150,12 @@ def blockscale_fp8_gemm_promote(
             pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
             _promote_tile(a_src, b_src, c_dst, as_t_ptr, bs_ptr, M, N, num_kb, stride_am, stride_bn,
                           stride_cm, pid_m, pid_n, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_N, USE_TMA, NUM_STAGES,
-                          WARP_SPECIALIZE)
+                          WARP_SPECIALIZE, MMA_BF16)
     else:
         pid_m, pid_n = _tile_coords(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
         _promote_tile(a_src, b_src, c_dst, as_t_ptr, bs_ptr, M, N, num_kb, stride_am, stride_bn,
                       stride_cm, pid_m, pid_n, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_N, USE_TMA, NUM_STAGES,
-                      WARP_SPECIALIZE)
+                      WARP_SPECIALIZE, MMA_BF16)
 
 
 def _num_sms(device: "torch.device") -> int:
@@ -227,6 +234,7 @@ def build(
         SPLIT_N=config.split_n, GROUP_M=config.group_m, USE_TMA=config.use_tma,
         PERSISTENT=config.persistent, FLATTEN=config.flatten, NUM_PROGS=programs,
         NUM_STAGES=config.num_stages, WARP_SPECIALIZE=config.warp_specialize,
+        MMA_BF16=config.mma_dtype == "bf16",
     )
     if not interpreted:
         meta.update(num_warps=config.num_warps, num_stages=config.num_stages)

@@ -10,12 +10,15 @@ this module carries their Hopper analogues, reasoned from the H200's limits:
   so 4 warps go with BLOCK_M=64. A 128x256 tile is done as two 128x128 halves
   (``split_n=2``), each with its own scalar weight scale, so only one half's
   partial is live at a time (128 + 64 registers).
-- **BLOCK_K = 64 on Hopper, 128 elsewhere.** Scales are per 128-K block either way,
-  but Hopper's fp8 wgmma accumulates inside the tensor core with fewer bits than
-  fp32. Measured on the H200 (bench/results/blockscale_precision_*.json, 4096x2048x7168,
-  outlier-heavy data): promoting every 128 K leaves 27 of 8.4M elements out of
-  rtol=atol=1e-2 (cuBLAS's block-scale GEMM misses the same 27), promoting every 64 K
-  leaves none. Strict parity wins over speed, so the twin promotes every 64 K there.
+- **bf16 MMAs on Hopper, fp8 elsewhere.** Scales are per 128-K block either way, but
+  Hopper's fp8 wgmma accumulates inside the tensor core with fewer bits than fp32.
+  Measured on the H200 (bench/results/blockscale_h200/, the card's four shapes,
+  outlier-heavy activations): promoting every 128 K leaves 9-84 elements out of
+  rtol=atol=1e-2 (cuBLAS's block-scale GEMM misses exactly the same ones), every 64 K
+  0-8, every 32 K none on seed 0 but 7-229 once the activation scales are tripled.
+  fp8 -> bf16 is exact and bf16 MMAs accumulate in fp32, so the default on Hopper
+  upcasts (exact, about a fifth of cuBLAS's speed); the fp8 variants stay in the sweep
+  so the bench shows what exactness costs. Strict parity wins over speed.
 - **Wide-N (locality)**: the analogue of the card's XCD swizzle is the program
   order. When A (M x K bytes) fits in L2, ``group_m`` covers every M tile, so all
   programs that share a B panel run back to back and each B panel comes from HBM
@@ -72,6 +75,9 @@ class TwinConfig(BaseModel):
     # Triton's automatic warp specialisation of the K loop (TMA producer warps, MMA/promote
     # consumers); documented for Blackwell, experimental on Hopper: a sweep axis only
     warp_specialize: bool = False
+    # MMA operand type: fp8 (the tensor core's own fp8 path) or bf16 (fp8 -> bf16 is exact,
+    # and bf16 MMAs accumulate in full fp32, which Hopper's fp8 MMAs do not)
+    mma_dtype: Literal["fp8", "bf16"] = "fp8"
 
     @model_validator(mode="after")
     def _check(self) -> "TwinConfig":
@@ -99,6 +105,8 @@ class TwinConfig(BaseModel):
             parts.append("persistent_flat" if self.flatten else "persistent")
         if self.warp_specialize:
             parts.append("ws")
+        if self.mma_dtype == "bf16":
+            parts.append("bf16mma")
         return "_".join(parts)
 
 
@@ -182,9 +190,9 @@ def pick_config(
     else:
         notes.append("Hopper: TMA loads, two fp32 tiles per thread need 8 warps at BLOCK_M=128")
     if platform == "cuda":
-        cfg["block_k"] = 64
-        notes.append("promote every 64 K: Hopper's fp8 MMA accumulation is not fp32-exact over 128 K "
-                     "(128-K promotes missed strict parity on the H200, as cuBLAS does)")
+        cfg.update(mma_dtype="bf16", num_stages=3)
+        notes.append("bf16 MMAs on exact fp8->bf16 upcasts: Hopper's fp8 MMA accumulation is not fp32-exact, "
+                     "and fp8 MMAs (128-, 64- or 32-K promotes) missed strict parity on the H200")
     config = TwinConfig(**cfg, use_tma=tma)
     return ConfigChoice(config=config, shape_class=cls, reason=f"{why}; " + "; ".join(notes))
 
@@ -208,25 +216,34 @@ def sweep_configs(
     # CTA-wide barrier in every K step, so a CTA's promote stalls its own MMAs; only
     # other CTAs on the SM can fill that gap, hence the BLOCK_M=64 (1 warpgroup) rows.
     alts: list[dict] = [
-        dict(block_m=64, num_warps=4, num_stages=4),
-        dict(block_m=64, num_warps=4, num_stages=5),  # 64-K steps: a deeper pipeline is cheap in smem
+        dict(block_m=128, num_warps=8, num_stages=4),
+        dict(block_m=64, num_warps=4, num_stages=5),
+        dict(block_m=64, num_warps=4, num_stages=3),  # 153 regs, 74 KiB smem at 128-K: 3 CTAs per SM
         dict(num_stages=5),
-        dict(block_m=64, num_warps=4, num_stages=3),  # 153 regs, 74 KiB smem: 3 CTAs per SM
-        dict(block_m=64, num_warps=4, num_stages=4),  # 99 KiB smem: 2 CTAs per SM
-        # Triton's Hopper auto warp specialisation (TMA producer + two consumer partitions)
-        dict(block_m=64, num_warps=4, num_stages=3, warp_specialize=True),
         # one CTA per SM, the next tile's loads issued during this tile's tail
         dict(persistent=True, flatten=True),
         dict(split_n=2, num_stages=3),  # 128x256 (the card's tile_n=256), halves promoted in turn
-        dict(num_stages=3 if stages == 4 else 4),
         dict(block_m=64, num_warps=4, split_n=2, num_stages=4),  # the card's t64x256x128
+        # Triton's Hopper auto warp specialisation (TMA producer + two consumer partitions)
+        dict(block_m=64, num_warps=4, num_stages=3, warp_specialize=True),
         dict(persistent=True),
     ]
     if choice.shape_class == "wide_n":
         alts.append(dict(group_m=8) if base.group_m != 8 else dict(group_m=_cdiv(m, base.block_m)))
     if platform == "cuda":
-        # the cuBLAS-like 128-K promote, for the speed it costs to be exact (fails strict parity on Hopper)
-        alts.append(dict(block_k=128, block_m=64, num_warps=4, num_stages=4))
+        # bf16 variants first, then what exactness costs: fp8 MMAs promoted every 32, 64 and
+        # 128 K (the last is cuBLAS-like); they miss strict parity on Hopper with outlier data
+        alts = [
+            dict(block_m=64, num_warps=4, num_stages=4),
+            dict(block_k=64, num_stages=4),
+            dict(num_stages=4),
+            dict(mma_dtype="fp8", block_k=32, block_m=64, num_warps=4, num_stages=5),
+            dict(mma_dtype="fp8", block_k=32, block_m=128, num_warps=8, num_stages=4),
+            dict(mma_dtype="fp8", block_k=64, block_m=64, num_warps=4, num_stages=4),
+            dict(mma_dtype="fp8", block_k=128, block_m=64, num_warps=4, num_stages=4),
+            dict(persistent=True, flatten=True),
+            dict(split_n=2, num_stages=3),
+        ]
     if tma:
         alts.append(dict(use_tma=False))
     else:

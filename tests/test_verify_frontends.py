@@ -1,0 +1,66 @@
+"""The verifier's two front ends, `skill-server verify` and the MCP tool `run_verifier`,
+reach the same verifier through the service (CPU, small shape, parity only)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from mcp_support import build, with_client
+
+QUICK = ["--shape", "128x256x512", "--no-profile", "--no-timing", "--seed", "0", "--no-secret-seed",
+         "--options", '{"hidden_shapes": false}', "--quiet"]
+OPTIONS = {"hidden_shapes": False, "timing": False, "profile": False, "seeds": [0], "secret_seed": False}
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "skill_server.cli", "verify", "flydsl_fp8_blockscale_gemm", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_cli_verify_passes_an_exact_arm_and_fails_the_e8m0_trap():
+    ok = _cli("--candidate", "arm:torch_dequant", "--baseline", "torch_dequant", "--json", *QUICK)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    report = json.loads(ok.stdout)
+    assert report["card_id"] == "flydsl_fp8_blockscale_gemm" and report["stages"]["parity"]["status"] == "PASS"
+    bad = _cli("--candidate", "arm:e8m0_scaled", "--baseline", "torch_dequant", *QUICK)
+    assert bad.returncode == 1 and "FAIL" in bad.stdout
+
+
+def test_cli_verify_refuses_a_card_without_binding_or_an_unknown_arm():
+    proc = _cli("--candidate", "arm:no_such_arm", *QUICK)
+    assert proc.returncode == 2 and "no_such_arm" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_run_verifier_is_off_unless_exec_tools_are_enabled():
+    async def names(client):
+        return {t.name for t in (await client.list_tools()).tools}
+
+    assert "run_verifier" not in with_client(build(), names)
+    assert "run_verifier" in with_client(build(allow_exec_tools=True), names)
+
+
+def test_run_verifier_over_mcp_returns_the_report_with_progress():
+    seen = []
+
+    async def call(client):
+        async def on_progress(progress, total, message):
+            seen.append(message)
+
+        return await client.call_tool("run_verifier", {
+            "card_id": "flydsl_fp8_blockscale_gemm", "candidate": "arm:e8m0_scaled", "baseline": "torch_dequant",
+            "shapes": ["128x256x512"], "options": OPTIONS}, progress_callback=on_progress)
+
+    result = with_client(build(allow_exec_tools=True), call)
+    assert not result.is_error
+    report = result.structured_content
+    assert report["verdict"] == "FAIL" and report["stages"]["parity"]["status"] == "FAIL"
+    assert seen, "no progress notifications"
+
+
+def test_run_verifier_bad_card_is_an_error_result():
+    async def call(client):
+        return await client.call_tool("run_verifier", {"card_id": "nope", "candidate": "arm:x"})
+
+    result = with_client(build(allow_exec_tools=True), call)
+    assert result.is_error and "unknown card 'nope'" in result.content[0].text
