@@ -128,12 +128,17 @@ def main() -> None:
         for q in qs[:50]:
             match_hotspot(q, cat.index)  # warm caches
         lat, matched, considered = [], 0, []
-        for q in qs:
+        for q in qs:  # first pass: includes compiling each regex the first time it is needed
             t0 = time.perf_counter()
             r = match_hotspot(q, cat.index)
             lat.append((time.perf_counter() - t0) * 1e3)
             matched += bool(r.matches)
             considered.append(r.cards_considered)
+        steady = []
+        for q in qs:  # second pass: a long-running server's steady state
+            t0 = time.perf_counter()
+            match_hotspot(q, cat.index)
+            steady.append((time.perf_counter() - t0) * 1e3)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     res = {
@@ -144,6 +149,8 @@ def main() -> None:
         "cold_load_s": round(cold, 3),
         "load_s_runs": [round(x, 3) for x in loads], "load_s_median": round(statistics.median(loads), 3),
         "match_ms_p50": round(pct(lat, 50), 4), "match_ms_p99": round(pct(lat, 99), 4), "match_ms_max": round(max(lat), 4),
+        "steady_ms_p50": round(pct(steady, 50), 4), "steady_ms_p99": round(pct(steady, 99), 4),
+        "steady_ms_max": round(max(steady), 4),
         "queries_with_a_match": matched, "cards_considered_mean": round(statistics.mean(considered), 2),
         "goal": "p99 <= 1 ms per hotspot at 10,000 cards; load <= 2 s",
     }
@@ -151,14 +158,17 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "catalog_scale.json").write_text(json.dumps(res, indent=2) + "\n")
     md = [f"# Catalog scale ({res['date']})", "", f"Command: `{res['command']}`  ", f"Machine: {res['machine']}", "",
-          "| cards | cold load (no cache) | warm load (median of 3) | match p50 | match p99 | max | queries matched | cards considered / query |",
-          "|---|---|---|---|---|---|---|---|",
-          f"| {args.cards} | {res['cold_load_s']} s | {res['load_s_median']} s | {res['match_ms_p50']} ms | {res['match_ms_p99']} ms | "
-          f"{res['match_ms_max']} ms | {matched}/{args.queries} | {res['cards_considered_mean']} |", "",
+          "| cards | cold load (no cache) | warm load (median of 3) | match p50 / p99 / max, first pass | steady state p50 / p99 / max | queries matched | cards considered / query |",
+          "|---|---|---|---|---|---|---|",
+          f"| {args.cards} | {res['cold_load_s']} s | {res['load_s_median']} s | {res['match_ms_p50']} / {res['match_ms_p99']} / "
+          f"{res['match_ms_max']} ms | {res['steady_ms_p50']} / {res['steady_ms_p99']} / {res['steady_ms_max']} ms | "
+          f"{matched}/{args.queries} | {res['cards_considered_mean']} |", "",
+          "The first pass compiles each op-name regex the first time a query needs it (lazily, once);",
+          "the steady state is a long-running server's.",
           f"Goal: {res['goal']}.", "",
           "Cold load parses every SKILL.md (PyYAML's constructor is pure Python); the parse cache",
           "(`.cache/catalog/`, keyed by path, mtime, size and schema) makes later starts warm.",
-          "Timed on a shared 2-core machine; other processes were running (treat as upper bounds)."]
+          "Timed on the project's 2-core CPU machine, one run."]
     (out / "catalog_scale.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 

@@ -73,7 +73,9 @@ class Predicate(_Strict):
         return v
 
     @model_validator(mode="after")
-    def _has_comparator(self) -> "Predicate":
+    def _has_comparator(self, info: ValidationInfo) -> "Predicate":
+        if info.context and info.context.get("trusted"):
+            return self  # re-read from the parse cache: checked when first parsed
         if all(getattr(self, k) is None for k in ("lt", "le", "gt", "ge", "eq", "multiple_of")):
             raise ValueError("a predicate needs at least one of lt, le, gt, ge, eq, multiple_of")
         if self.tile is not None and self.metric not in TILE_METRICS:

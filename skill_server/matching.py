@@ -159,8 +159,11 @@ class CardIndex:
     Regex-less cards are found through the operator classes the hotspot may belong to.
     """
 
-    def __init__(self, cards: Iterable[Card]):
+    def __init__(self, cards: Iterable[Card], known_literals: dict[str, list[list[str]] | None] | None = None):
+        """``known_literals``: pattern -> required_literals(pattern), e.g. from the parse
+        cache, so a warm start does not re-scan thousands of regexes."""
         self.cards: list[Card] = list(cards)
+        known = known_literals or {}
         self._compiled: dict[str, re.Pattern[str]] = {}
         self._branches: dict[str, list[list[str]]] = {}
         self._by_literal: dict[str, list[str]] = defaultdict(list)  # index literal -> patterns
@@ -168,7 +171,6 @@ class CardIndex:
         self._always: list[str] = []
         self._cards_by_pattern: dict[str, list[int]] = defaultdict(list)
         self._regexless_by_operator: dict[str, list[int]] = defaultdict(list)
-        lengths: set[int] = set()
         for i, card in enumerate(self.cards):
             pattern = card.match.profile_signature.op_name_regex
             if not pattern:
@@ -176,17 +178,33 @@ class CardIndex:
                     self._regexless_by_operator[op.lower()].append(i)
                 continue
             if pattern not in self._cards_by_pattern:
-                branches = required_literals(pattern)
+                branches = known[pattern] if pattern in known else required_literals(pattern)
                 if branches is None:
                     self._always.append(pattern)
                 else:
                     self._branches[pattern] = branches
-                    for lits in branches:
-                        key = max(lits, key=len)
-                        self._by_literal[key].append(pattern)
-                        lengths.add(len(key))
             self._cards_by_pattern[pattern].append(i)
+        # Key each alternative by its rarest literal (3+ characters) across the catalog, so
+        # a fragment many cards share ("gemm", "bpreshuffle") does not put them all in one
+        # bucket that every query with that fragment must scan.
+        frequency: dict[str, int] = defaultdict(int)
+        for branches in self._branches.values():
+            for lits in branches:
+                for lit in set(lits):
+                    frequency[lit] += 1
+        lengths: set[int] = set()
+        for pattern, branches in self._branches.items():
+            for lits in branches:
+                key = min((x for x in lits if len(x) >= 3), key=lambda x: (frequency[x], -len(x)))
+                self._by_literal[key].append(pattern)
+                lengths.add(len(key))
         self._lengths = sorted(lengths)
+
+    def literals(self) -> dict[str, list[list[str]] | None]:
+        """pattern -> its index literals (None: always run), for the parse cache."""
+        out: dict[str, list[list[str]] | None] = {p: None for p in self._always}
+        out.update(self._branches)
+        return out
 
     def regex(self, pattern: str) -> re.Pattern[str]:
         rx = self._compiled.get(pattern)
