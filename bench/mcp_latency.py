@@ -55,13 +55,9 @@ def server_cmd() -> list[str]:
 
 
 def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    from verifiers.device import cpu_name  # light: no torch at import
+
+    return cpu_name()
 
 
 def pct(values: list[float], q: float) -> float:

@@ -71,7 +71,7 @@ def open_device(choice: str = "auto") -> Device:
         return Device(
             torch_device=torch.device("cpu"),
             platform="cpu",
-            name=_cpu_name(),
+            name=cpu_name(),
             llc_bytes=_cpu_llc_bytes(),
             properties={"threads": torch.get_num_threads()},
         )
@@ -118,7 +118,7 @@ def open_device(choice: str = "auto") -> Device:
     )
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
