@@ -7,4 +7,6 @@ setup:
 serve: setup
 	@skill-server serve --transport http
 test: setup
-	@python3 -m pytest -q
+	@python3 -m pytest -q; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5): that is a failure here" >&2; fi; \
+	exit $$rc
