@@ -2,9 +2,11 @@
 
 One call into ``SkillService.verify``; progress lines from the verifier's subprocess are
 forwarded as MCP progress notifications.
-"""
-from __future__ import annotations
 
+No ``from __future__ import annotations`` here: the tool's return type is imported inside
+``register`` (only when exec tools are enabled, so a default start never pays for the
+verifier's modules) and must be a real class when the tool is defined.
+"""
 from typing import Annotated, Any
 
 import anyio
@@ -14,8 +16,6 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
-
-from verifiers.report import VerificationReport
 
 from .mcp_settings import ServerSettings
 from .service import ServiceError, SkillService
@@ -37,6 +37,7 @@ record_result."""
 def register(server: MCPServer, service: SkillService, settings: ServerSettings) -> None:
     if not settings.allow_exec_tools:
         return
+    from verifiers.report import VerificationReport
 
     @server.tool(description=RUN_VERIFIER, annotations=EXECUTES)
     async def run_verifier(
