@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .cli_common import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_OK, emit_json, handles_errors, service_from
+from .cli_common import EXIT_FINDINGS, EXIT_OK, emit_json, handles_errors, service_from
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -293,7 +293,6 @@ def _run_case(
 
 
 def _count_bit_differences(a: "torch.Tensor", b: "torch.Tensor") -> int:
-    import torch
 
     ab = tensors._bytes(a).reshape(a.numel(), -1) if a.numel() else tensors._bytes(a)
     bb = tensors._bytes(b).reshape(b.numel(), -1) if b.numel() else tensors._bytes(b)

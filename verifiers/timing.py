@@ -25,7 +25,6 @@ Protocol (one shape, one process):
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal

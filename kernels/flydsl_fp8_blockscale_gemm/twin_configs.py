@@ -212,7 +212,6 @@ def sweep_configs(
     choice = pick_config(m, n, k, platform, num_sms, l2_bytes)
     base = choice.config
     tma = base.use_tma
-    stages = base.num_stages
     # most promising first (``limit`` keeps the head of the list). Compiled for sm_90
     # (``twin_aot``): 128x128/8 warps = 156 registers, 1 CTA per SM, and Triton puts a
     # CTA-wide barrier in every K step, so a CTA's promote stalls its own MMAs; only
