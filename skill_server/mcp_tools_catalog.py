@@ -24,6 +24,8 @@ from .service import MAX_PAGE, ProfileMatchResult, RecipeView, ReloadResult, Ski
 Gen = Annotated[str | None, Field(description="GPU generation or product, e.g. gfx950, MI355X, gfx942, H200")]
 Dtype = Annotated[str | None, Field(description="operand dtype, e.g. fp8_e4m3, bf16, mxfp8")]
 ScaleFormat = Annotated[str | None, Field(description="operand scale format: fp32_block or ue8m0_1x32 (also per_row, per_tensor)")]
+TargetGen = Annotated[str | None, Field(description="match as if the kernel ran on this generation (e.g. gfx950 when "
+                                         "planning a port); the answer says so")]
 
 LIST_SKILLS = """\
 Call this to see which expert GPU-kernel skills exist, e.g. before optimising kernels for a GPU \
@@ -78,26 +80,29 @@ def register(server: MCPServer, service: SkillService, settings: ServerSettings)
 
     @server.tool(description=MATCH_SKILL, annotations=READ_ONLY)
     @tool_errors
-    async def match_skill(hotspot: Hotspot) -> MatchResult:
-        return service.match_skill(hotspot)
+    async def match_skill(hotspot: Hotspot, target_gen: TargetGen = None) -> MatchResult:
+        return service.match_skill(hotspot, target_gen=target_gen)
 
     @server.tool(description=MATCH_PROFILE, annotations=READ_ONLY)
     @tool_errors
     def match_profile(
         path: Annotated[str | None, Field(description="profile file on the server's machine")] = None,
         content: Annotated[str | None, Field(description="the profile file's text (instead of path)")] = None,
-        format: Annotated[str | None, Field(description="rocprof_trace, rocprof_stats or torch_trace; default: detected")] = None,
+        format: Annotated[str | None, Field(description="rocprof_trace, rocprof_stats, rocprof_json, rocpd or torch_trace; "
+                                            "default: detected")] = None,
         gen: Gen = None,
         dtype: Dtype = None,
         scale_format: ScaleFormat = None,
         regime: Literal["prefill", "decode"] | None = None,
         top: Annotated[int, Field(ge=1, le=MAX_PAGE, description="hotspots to return, by time")] = 20,
         min_pct: Annotated[float, Field(ge=0.0, le=100.0, description="skip hotspots under this share of GPU time, percent")] = 0.0,
+        target_gen: TargetGen = None,
     ) -> ProfileMatchResult:
         if path is not None:
             check_profile_path(path, settings.profile_roots)
         return service.match_profile(path=path, content=content, format=format, gen=gen, dtype=dtype,
-                                     scale_format=scale_format, regime=regime, top=top, min_pct=min_pct)
+                                     scale_format=scale_format, regime=regime, top=top, min_pct=min_pct,
+                                     target_gen=target_gen)
 
     @server.tool(description=GET_RECIPE, annotations=READ_ONLY)
     @tool_errors

@@ -85,9 +85,19 @@ def test_empty_input(text: str) -> None:
     assert "empty" in str(error_of(content=text))
 
 
-def test_unrecognised_csv_says_what_is_accepted() -> None:
-    err = error_of(content='"Domain","Function","Process_Id","Thread_Id","Correlation_Id"\n"HIP","hipMalloc",1,1,1\n')
+def test_unrecognised_csv_says_what_is_accepted_without_echoing_it() -> None:
+    err = error_of(content='"user","secret-token","x"\n"a","b",1\n')
     assert "unrecognised profile" in str(err) and "kernel_trace.csv" in err.expected and err.line == 1
+    assert "secret-token" not in str(err)  # the input may be any file the caller can name
+
+
+@pytest.mark.parametrize("header, needle", [
+    ('"Domain","Function","Process_Id","Thread_Id","Correlation_Id"', "API trace"),
+    ('"Correlation_Id","Dispatch_Id","Kernel_Name","Counter_Name","Counter_Value"', "counter_collection.csv"),
+])
+def test_other_rocprofv3_csv_files_name_the_file_to_pass(header: str, needle: str) -> None:
+    err = error_of(content=header + "\n")
+    assert needle in str(err) and "kernel_trace.csv" in str(err)
 
 
 def test_error_carries_structured_fields() -> None:
@@ -197,11 +207,12 @@ def test_truncated_json_names_line_and_column(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text, needle", [
-    ("[1, 2", "looks truncated"),
+    ('[{"ph": "X"}, {"ph": "X"', "looks truncated"),
+    ("[1, 2", "event is a int"),
     ("[[1]]", "event is a list"),
     ('{"events": []}', "no traceEvents key"),
-    ('{"rocprofiler-sdk-tool": []}', "--output-format csv"),
-    ('{"traceEvents": {}}', "traceEvents is a dict"),
+    ('{"rocprofiler-sdk-tool": []}', "no kernel dispatch records"),
+    ('{"traceEvents": {}}', "traceEvents is not a list"),
     ('{"traceEvents": []}', "no device kernels"),
     ("[]", "no device kernels"),
 ])

@@ -105,7 +105,7 @@ def test_trace_segments_stay_on_their_queue(trace: ProfileSummary) -> None:
 
 def test_trace_has_no_shape_or_scope_information(trace: ProfileSummary) -> None:
     ck = by_name(trace)[CK]
-    assert ck.hotspot.shape is None and ck.shape_variants == [] and ck.launch_ops == []
+    assert ck.hotspot.shape is None and ck.variants == [] and ck.launch_ops == []
     assert ck.hotspot.model_dump(exclude_none=True).keys() == {"op_name", "segment_kernels", "pct_gpu"}
 
 
