@@ -354,7 +354,7 @@ def _evidence(req: EvidenceRequirement, query: Query, vocab: Vocabulary) -> tupl
         if not found:
             if other_role:
                 return "unknown", (
-                    f"{req.about}: {_names(other_role)} is a {req.role.replace('_', ' ')} kernel by the vocabulary, "
+                    f"{req.about}: {_names(other_role)} is a {req.role!r} kernel by the vocabulary, "
                     f"but not one this card's evidence names; confirm it is the kernel the card means{skipped}")
             # "absent" needs the segment to have been shown; an op name alone proves nothing
             segment_seen = bool(hotspot.segment_kernels) and "segment_kernels" in req.infer_from

@@ -18,7 +18,9 @@ orders are the ones torch and the libraries register (read from their public cod
 | aiter ``aiter::gemm_a8w8*`` / vLLM ``vllm::rocm_aiter_gemm_w8a8*`` | 0 ``[M, K]`` | 1 ``[N, K]`` | first two fp32/e8m0 tensors after B |
 | vLLM ``_C::cutlass_scaled_mm(out, a, b, a_scales, b_scales, bias)`` | 1 | 2 ``[K, N]`` | 3, 4 |
 
-MoE ops give the GEMM of one stage, with M = tokens (rows of the hidden states):
+MoE ops give the GEMM of one stage, with M = tokens (rows of the hidden states) and the
+dtype of that stage's weights when they are quantised (the op quantises bf16 activations
+inside), else of the activations:
 
 | op | stage | GEMM (M, N, K) |
 |---|---|---|
@@ -265,6 +267,8 @@ def _moe_gemm(op: OpCall, layout: MoeLayout, stage: str | None) -> OpGemm | None
             return None
     else:
         return None
-    a_type = _arg(types, layout.hidden)
+    # a quantised MoE quantises the bf16 hidden states inside the op: the weights say the dtype
+    w_type = _arg(types, layout.w1 if stage == "stage1" else layout.w2)
+    a_type = w_type if w_type in _QUANTISED else _arg(types, layout.hidden)
     dtype = TORCH_DTYPES.get(a_type) if isinstance(a_type, str) else None
     return OpGemm(m, n, k, experts, dtype, None, stage)
