@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 # Caps that keep one match bounded (issue 13): a kernel name longer than 4 KB is not a
 # name a profiler prints, and every criterion scans the names once.
 MAX_NAME_CHARS = 4096
-MAX_SEGMENT_KERNELS = 256
+MAX_SEGMENT_KERNELS = 64
 MAX_DIM = 2**31 - 1  # GEMM dims index int32 ranges on every backend here
 
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]

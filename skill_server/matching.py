@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable
+from itertools import compress, count
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Literal
@@ -207,6 +208,9 @@ class CardIndex:
                 self._by_literal[key].append(pattern)
                 lengths.add(len(key))
         self._lengths = sorted(lengths)
+        # every index literal starts with one of these 3-grams: only positions that start one
+        # are looked up, and finding them runs in C (zip/map/compress), not per character in Python
+        self._grams = {tuple(key[:3]) for key in self._by_literal}
 
     def literals(self) -> dict[str, list[list[str]] | None]:
         """pattern -> its index literals (None: always run), for the parse cache."""
@@ -222,14 +226,15 @@ class CardIndex:
 
     def _patterns_in(self, name: str, found: set[str]) -> None:
         """Add to ``found`` the indexed patterns whose literals ``name`` contains (each
-        pattern's literal check runs at most once)."""
+        pattern's literal check runs at most once, however often its key occurs)."""
         lname = name.lower()
-        by_literal, n = self._by_literal, len(lname)
+        by_literal, n, lengths = self._by_literal, len(lname), self._lengths
         tried: set[str] = set()
-        for length in self._lengths:
-            if length > n:
-                break
-            for j in range(n - length + 1):
+        starts = compress(count(), map(self._grams.__contains__, zip(lname, lname[1:], lname[2:])))
+        for j in starts:
+            for length in lengths:
+                if j + length > n:
+                    break
                 hits = by_literal.get(lname[j : j + length])
                 if hits:
                     for pattern in hits:
