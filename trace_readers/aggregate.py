@@ -11,7 +11,7 @@ MoE card scores "GEMM + reduce kernel" as one segment):
   stepped in, e.g. a sync, so the run of kernels ended);
 - kernel stats: none.
 A kernel's ``mates`` are the other kernels it shared a segment with, over all its
-dispatches, most frequent first (then first seen).
+dispatches, most frequent first (then earliest first, so event order does not matter).
 
 ``ordered_runs`` gives the same units as ordered index lists (a scope instance, or a
 lane's run between idle gaps), for callers that read launch sequences (MoE stages).
@@ -57,6 +57,7 @@ class Variant:
 class KernelSummary:
     name: str
     first: int  # order of first appearance
+    first_ns: int | None = None  # earliest start: the tie-breaker that does not depend on event order
     calls: int = 0
     total_ns: int = 0
     min_ns: int | None = None
@@ -173,6 +174,8 @@ def aggregate(trace: Trace, stages: Sequence[str | None] | None = None) -> Profi
             variants[d.name] = {}
             ops[d.name] = {}
         dur = d.end_ns - d.start_ns
+        if k.first_ns is None or d.start_ns < k.first_ns:
+            k.first_ns = d.start_ns
         k.calls += 1
         k.total_ns += dur
         if k.min_ns is None or dur < k.min_ns:
@@ -235,7 +238,7 @@ def aggregate(trace: Trace, stages: Sequence[str | None] | None = None) -> Profi
         k.launch_ops = [(op, n) for op, n in sorted(ops.get(name, {}).values(), key=lambda s: (-s[1], s[0].name))]
         counter = mates.get(name)
         if counter:
-            k.mates = sorted(counter, key=lambda n: (-counter[n], kernels[n].first, n))
+            k.mates = sorted(counter, key=lambda n: (-counter[n], kernels[n].first_ns or 0, n))
     ranked = sorted(kernels.values(), key=lambda k: (-k.total_ns, k.name))
     return Profile(trace=trace, total_ns=grand, dispatch_count=sum(k.calls for k in kernels.values()),
                    kernels=ranked, segment_known=segment_known, segment_rule=rule)

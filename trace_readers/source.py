@@ -198,8 +198,9 @@ def _open_binary(path: str | Path | None, content: str | bytes | None, limit: in
 def _is_text(prefix: bytes) -> bool:
     """Text when the first line is UTF-8 without NUL bytes (bad bytes further on are a
     read error with a line number, not a format question)."""
-    end = prefix.find(b"\n")
-    first = prefix if end < 0 else prefix[:end]
+    body = prefix.lstrip(b" \t\r\n")
+    end = body.find(b"\n")
+    first = body if end < 0 else body[:end]
     if b"\x00" in first:
         return False
     try:
