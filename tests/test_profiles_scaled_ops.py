@@ -133,3 +133,17 @@ def test_shape_reaches_the_recipe_row(doc, service) -> None:
     assert ck.hotspot.shape == GemmShape(M=256, N=512, K=1024) and ck.hotspot.launch_op == "aiter::gemm_a8w8_blockscale_ck"
     (m,) = ck.matches
     assert m.card_id == BS and m.shape_class is not None
+
+
+def test_the_real_h200_trace(service) -> None:
+    """bench/results/h200_profile_ingest: torch.profiler on an H200 (CUDA + CPU, record_shapes)."""
+    path = REPO / "bench" / "results" / "h200_profile_ingest" / "profile_ingest_cuda.pt.trace.json.gz"
+    s = load_profile(path, top=20)
+    assert s.device_names == ["NVIDIA H200"] and s.device_gen == "sm_90"
+    scaled = next(h for h in s.hotspots if h.hotspot.launch_op == "aten::_scaled_mm")
+    assert (str(scaled.hotspot.shape), scaled.hotspot.dtype, scaled.hotspot.scale_format) == (
+        "4096x2048x7168", "fp8_e4m3", "per_tensor")
+    r = service.match_profile(path=str(path), target_gen="gfx950")
+    res = next(h.result for h in r.hotspots if h.result.hotspot.launch_op == "aten::_scaled_mm")
+    # considered through torch's op name; a tensor-wise scale is no block-scale recipe, on any device
+    assert BS in [n.card_id for n in res.not_applicable] and not res.matches

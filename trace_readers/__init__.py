@@ -20,7 +20,7 @@ trace's device pid and stream tid), ``lane`` = (agent, queue, stream),
 ``correlation_id``, ``dispatch_id``, ``kind`` (always ``KERNEL_DISPATCH``: other rocprofv3
 kinds are filtered out and counted in ``skipped``), ``order`` (position in the input),
 ``resources`` (``Resources``: VGPR/AccVGPR/SGPR, registers per thread, scratch, LDS,
-workgroup and grid sizes where recorded) and, for torch traces, ``launch``
+workgroup size where recorded) and, for torch traces, ``launch``
 (``LaunchContext``: ``op`` = the launching CPU op as an ``OpCall`` with its recorded
 ``input_dims`` / ``input_types`` / ``concrete_inputs``, ``scope`` / ``scope_name`` = the
 segment scope instance, ``ranges`` = every ``record_function`` name around the launch,

@@ -16,7 +16,8 @@ class CsvTable:
     def __init__(self, opened: Source, *, what: str) -> None:
         self.label = opened.label
         self.what = what
-        self.reader = opened.csv_reader()
+        self.lines = opened.lines()  # raw lines after the header, for readers with a fast path
+        self.reader = csv.reader(self.lines)
         try:
             header = next(self.reader, None)
         except csv.Error as exc:
@@ -32,7 +33,8 @@ class CsvTable:
         missing = [c for c in columns if c not in self.header]
         if missing:
             raise TraceReadError(
-                f"missing column(s) {', '.join(missing)}; the header has {', '.join(self.header[:30])}",
+                f"missing column(s) {', '.join(missing)}; the header has {len(self.header)} column(s)"
+                + (f" ({', '.join(h[:40] for h in self.header[:12])})" if all(len(h) < 40 for h in self.header[:12]) else ""),
                 file=self.label, line=self.header_line, expected=f"{self.what} with columns {', '.join(columns)}",
             )
 

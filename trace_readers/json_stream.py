@@ -22,6 +22,7 @@ from typing import Any
 from trace_readers.errors import TraceReadError
 
 _WS = re.compile(r"[ \t\n\r]*")
+_SEPARATOR = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 MAX_ITEM_CHARS = 64 * 1024 * 1024
 _TAIL = 32  # a literal or number cut by the chunk end is at most this close to it
@@ -145,10 +146,18 @@ def _items(buf: _Buffer) -> Iterator[Any]:
     if buf.skip_ws() == "]":
         buf.pos += 1
         return
+    sep = _SEPARATOR.match
     while True:
         if not buf.skip_ws():
             raise buf.error("Expecting value", truncated=True)
         yield buf.value()
+        # the common case in one regex call: optional whitespace, a comma, whitespace up to the next item
+        m = sep(buf.text, buf.pos)
+        if m is not None and m.end() < len(buf.text):
+            buf.pos = m.end()
+            if m.group(1) == "]":
+                return
+            continue
         if buf.expect(",]", "',' delimiter") == "]":
             return
 

@@ -25,7 +25,7 @@ import urllib.parse
 from collections import Counter
 
 from trace_readers.errors import TraceReadError
-from trace_readers.records import KERNEL_DISPATCH, KernelDispatch, Resources, Trace
+from trace_readers.records import KERNEL_DISPATCH, Columns, KernelDispatch, Resources, Trace
 from trace_readers.source import CONVERT_HINT, Source
 
 FORMAT = "rocpd"
@@ -34,7 +34,7 @@ _DISPATCHES = """
 SELECT K.id, K.start, K."end", K.agent_id, K.queue_id, K.stream_id, K.dispatch_id, E.correlation_id,
        S.display_name, S.kernel_name, K.private_segment_size, K.group_segment_size,
        S.arch_vgpr_count, S.accum_vgpr_count, S.sgpr_count,
-       K.workgroup_size_x, K.workgroup_size_y, K.workgroup_size_z, K.grid_size_x, K.grid_size_y, K.grid_size_z
+       K.workgroup_size_x, K.workgroup_size_y, K.workgroup_size_z
 FROM rocpd_kernel_dispatch K
 LEFT JOIN rocpd_info_kernel_symbol S ON S.id = K.kernel_id AND S.guid = K.guid
 LEFT JOIN rocpd_event E ON E.id = K.event_id AND E.guid = K.guid
@@ -107,9 +107,10 @@ def _read(con: sqlite3.Connection, label: str) -> Trace:
     names: dict[str, str] = {}
     resources: dict[tuple, Resources | None] = {}
     used_agents: set = set()
+    lanes: dict[tuple, tuple] = {}
     for row in con.execute(_DISPATCHES):
         (rid, start, end, agent, queue, stream, dispatch_id, corr, display, symbol, scratch, lds,
-         vgpr, agpr, sgpr, wx, wy, wz, gx, gy, gz) = row
+         vgpr, agpr, sgpr, wx, wy, wz) = row
         where = f"rocpd_kernel_dispatch id {rid}"
         if type(start) is not int or type(end) is not int or start < 0 or end < start:
             raise TraceReadError(f"start={str(start)[:30]}, end={str(end)[:30]}", file=label, where=where,
@@ -121,20 +122,18 @@ def _read(con: sqlite3.Connection, label: str) -> Trace:
         name = names.get(raw)
         if name is None:
             name = names[raw] = raw.strip()
-        key = (scratch, lds, vgpr, agpr, sgpr, wx, wy, wz, gx, gy, gz)
+        key = (scratch, lds, vgpr, agpr, sgpr, wx, wy, wz)
         res = resources.get(key, False)
         if res is False:
             ints = [v if type(v) is int and v >= 0 else None for v in key]
             values = dict(zip(("scratch_bytes", "lds_bytes", "vgpr_count", "accum_vgpr_count", "sgpr_count"), ints[:5]))
             if all(v is not None for v in ints[5:8]):
                 values["workgroup_size"] = tuple(ints[5:8])
-            if all(v is not None for v in ints[8:11]):
-                values["grid_size"] = tuple(ints[8:11])
             values = {k: v for k, v in values.items() if v is not None}
             res = resources[key] = Resources(**values) if values else None
         used_agents.add(agent)
-        dispatches.append(KernelDispatch(name, start, end, len(dispatches), agent, queue, stream,
-                                         corr if type(corr) is int else None,
+        lane = lanes.setdefault((agent, queue, stream), (agent, queue, stream))
+        dispatches.append(KernelDispatch(name, start, end, len(dispatches), lane, corr if type(corr) is int else None,
                                          dispatch_id if type(dispatch_id) is int else None, KERNEL_DISPATCH, res, None))
     if not dispatches:
         raise TraceReadError("no kernel dispatches in the database", file=label,
@@ -151,5 +150,5 @@ def _read(con: sqlite3.Connection, label: str) -> Trace:
         n = con.execute("SELECT COUNT(*) FROM rocpd_memory_copy").fetchone()[0]
         if n:
             skipped["MEMORY_COPY"] = n
-    return Trace(format=FORMAT, source=label, dispatches=dispatches, device_names=sorted(set(devices)),
+    return Trace(format=FORMAT, source=label, columns=Columns.of(dispatches), _records=dispatches, device_names=sorted(set(devices)),
                  skipped=dict(skipped), notes=[f"rocpd schema version {version}"])

@@ -27,7 +27,7 @@ from collections import Counter
 from typing import Any
 
 from trace_readers.errors import TraceReadError
-from trace_readers.records import KERNEL_DISPATCH, KernelDispatch, Resources, Trace
+from trace_readers.records import KERNEL_DISPATCH, Columns, KernelDispatch, Resources, Trace
 from trace_readers.source import READ_ERRORS, SizeLimitExceeded, Source, read_error
 
 FORMAT = "rocprofv3_json"
@@ -105,6 +105,7 @@ def read_rocprof_json(source: Source) -> Trace:
     used_agents: set = set()
     devices: list[str] = []
     resources: dict[tuple, Resources | None] = {}
+    lanes: dict[tuple, tuple] = {}
     for t, tool in enumerate(tools):
         where_tool = f"{TOOL_KEY}[{t}]"
         if not isinstance(tool, dict):
@@ -137,22 +138,22 @@ def read_rocprof_json(source: Source) -> Trace:
                                      where=f"{where}.dispatch_info.kernel_id", expected="a kernel id listed in kernel_symbols")
             agent = _handle(info.get("agent_id"))
             used_agents.add(agent)
-            key = (info.get("private_segment_size"), info.get("group_segment_size"),
-                   _xyz(info.get("workgroup_size")), _xyz(info.get("grid_size")))
+            key = (info.get("private_segment_size"), info.get("group_segment_size"), _xyz(info.get("workgroup_size")))
             if key not in resources:
-                scratch, lds, wg, grid = key
+                scratch, lds, wg = key
                 values = {k: v for k, v in (("scratch_bytes", _int(scratch)), ("lds_bytes", _int(lds)),
-                                            ("workgroup_size", wg), ("grid_size", grid)) if v is not None}
+                                            ("workgroup_size", wg)) if v is not None}
                 resources[key] = Resources(**values) if values else None
             corr = rec.get("correlation_id")
+            lane_key = (agent, _handle(info.get("queue_id")), _handle(rec.get("stream_id") or info.get("stream_id")))
+            lane = lanes.setdefault(lane_key, lane_key)
             dispatches.append(KernelDispatch(
-                name, start, end, len(dispatches), agent, _handle(info.get("queue_id")),
-                _handle(rec.get("stream_id") or info.get("stream_id")),
+                name, start, end, len(dispatches), lane,
                 _int(corr.get("internal")) if isinstance(corr, dict) else _int(corr),
                 _int(info.get("dispatch_id")), KERNEL_DISPATCH, resources[key], None))
         devices += _device_names(tool.get("agents"), used_agents)
     if not dispatches:
         raise TraceReadError("no kernel dispatch records", file=label,
                              expected="a rocprofv3 run with --kernel-trace (buffer_records.kernel_dispatch)")
-    return Trace(format=FORMAT, source=label, dispatches=dispatches, device_names=sorted(set(devices)),
+    return Trace(format=FORMAT, source=label, columns=Columns.of(dispatches), _records=dispatches, device_names=sorted(set(devices)),
                  skipped=dict(skipped))

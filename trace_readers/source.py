@@ -138,9 +138,13 @@ class Source:
     sqlite_bytes: bytes | None = None
     magic: bytes = b""
 
+    def lines(self) -> Any:
+        """The text's lines from the start (the head first), as one iterator."""
+        return itertools.chain(self.head or [], self.stream)
+
     def csv_reader(self) -> Any:
         """A ``csv.reader`` over the whole text (its ``line_num`` counts physical lines)."""
-        return csv.reader(itertools.chain(self.head or [], self.stream))
+        return csv.reader(self.lines())
 
     def text_chunks(self, size: int = 1 << 20):
         """The text from the start, in chunks (the head first)."""

@@ -45,7 +45,7 @@ from typing import Any
 
 from trace_readers.errors import TraceReadError
 from trace_readers.json_stream import JsonStreamError, stream_array, stream_error
-from trace_readers.records import KERNEL_DISPATCH, KernelDispatch, LaunchContext, OpCall, Resources, Trace
+from trace_readers.records import KERNEL_DISPATCH, Columns, KernelDispatch, LaunchContext, OpCall, Resources, Trace
 from trace_readers.source import READ_ERRORS, SizeLimitExceeded, Source, read_error
 
 FORMAT = "torch_trace"
@@ -134,9 +134,7 @@ class _Reader:
             elif cat == "python_function":
                 name = ev.get("name")
                 if isinstance(name, str) and name.startswith(_MODULE_PREFIX):
-                    self._cpu(i, ev, cat)
-                else:
-                    self._timing(i, ev)
+                    self._cpu(i, ev, cat)  # only module scopes matter; other frames are not kept
             elif cat in _GPU_OTHER:
                 self.skipped[cat] += 1
         elif (ph == "s" or ph == "f") and ev.get("cat") == "ac2g":
@@ -152,7 +150,10 @@ class _Reader:
                 self.flow_end[(ev.get("pid"), ev.get("tid"), ts)] = fid
 
     def _timing(self, i: int, ev: dict) -> tuple[int, int]:
-        start, dur = _ns(ev.get("ts")), _ns(ev.get("dur"))
+        ts, du = ev.get("ts"), ev.get("dur")
+        if type(ts) is float and type(du) is float and du >= 0 and math.isfinite(ts) and math.isfinite(du):
+            return round(ts * 1000), round(du * 1000)  # Kineto writes floats: the common case inline
+        start, dur = _ns(ts), _ns(du)
         if start is None or dur is None or dur < 0:
             raise TraceReadError(
                 f"event {str(ev.get('name'))[:80]!r} has ts={str(ev.get('ts'))[:40]}, dur={str(ev.get('dur'))[:40]}",
@@ -188,24 +189,22 @@ class _Reader:
                              _int_arg(args.get("correlation")), self._kernel_resources(args)))
 
     def _kernel_resources(self, args: dict) -> Resources | None:
-        block, grid = args.get("block"), args.get("grid")
-        key = (args.get("registers per thread"), args.get("shared memory"),
-               tuple(block) if isinstance(block, list) else None, tuple(grid) if isinstance(grid, list) else None)
+        block = args.get("block")
+        key = (args.get("registers per thread"), args.get("shared memory"), tuple(block) if isinstance(block, list) else None)
         try:
             found = self._resources.get(key, False)
         except TypeError:
             return None
         if found is not False:
             return found  # type: ignore[return-value]
-        regs, lds, blk, grd = key
+        regs, lds, blk = key
         values: dict[str, Any] = {}
         if type(regs) is int and regs >= 0:
             values["registers_per_thread"] = regs
         if type(lds) is int and lds >= 0:
             values["lds_bytes"] = lds
-        for name, dims in (("workgroup_size", blk), ("grid_size", grd)):
-            if dims is not None and len(dims) == 3 and all(type(d) is int and d >= 0 for d in dims):
-                values[name] = dims
+        if blk is not None and len(blk) == 3 and all(type(d) is int and d >= 0 for d in blk):
+            values["workgroup_size"] = blk
         res = Resources(**values) if values else None
         self._resources[key] = res
         return res
@@ -347,6 +346,7 @@ def read_torch_trace(source: Source) -> Trace:
 def _link(r: _Reader) -> Trace:
     nested = r.nest()
     contexts: dict[tuple, LaunchContext] = {}
+    lanes: dict[tuple, tuple] = {}
     dispatches: list[KernelDispatch] = []
     unlinked = 0
     for order, (_, name, start, dur, pid, tid, ext, corr, res) in enumerate(r.kernels):
@@ -379,8 +379,10 @@ def _link(r: _Reader) -> Trace:
                     scope_name=scope.name if scope is not None else None, ranges=ranges)
         if runtime is not None and runtime.lds is not None and (res is None or res.lds_bytes is None):
             res = r.with_lds(res, runtime.lds)
-        dispatches.append(KernelDispatch(name, start, start + dur, order, pid, None, tid, corr, None,
-                                         KERNEL_DISPATCH, res, launch))
+        lane = lanes.get((pid, tid))
+        if lane is None:
+            lane = lanes[(pid, tid)] = (pid, None, tid)
+        dispatches.append(KernelDispatch(name, start, start + dur, order, lane, corr, None, KERNEL_DISPATCH, res, launch))
     names = [str(p["name"]) for p in r.device_props if isinstance(p, dict) and p.get("name")]
     notes = []
     if unlinked:
@@ -388,5 +390,5 @@ def _link(r: _Reader) -> Trace:
                      "(no External id, correlation or ac2g flow match): no shape or segment for those")
     if not r.threads:
         notes.append("the trace has no CPU events: profile with ProfilerActivity.CPU too for shapes and segments")
-    return Trace(format=FORMAT, source=r.label, dispatches=dispatches, device_names=sorted(set(names)),
+    return Trace(format=FORMAT, source=r.label, columns=Columns.of(dispatches), _records=dispatches, device_names=sorted(set(names)),
                  skipped=dict(r.skipped), notes=notes, segment_rule=SEGMENT_RULE)

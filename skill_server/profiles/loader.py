@@ -10,9 +10,12 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from itertools import compress, repeat
+from operator import is_not
 from pathlib import Path
 
 from trace_readers import Profile, TraceReadError, aggregate, read_trace
+from trace_readers.read import paused_gc
 from trace_readers.kernel_names import demangle, short_name
 
 from skill_server.hotspot import MAX_NAME_CHARS, MAX_SEGMENT_KERNELS, GemmShape, Hotspot
@@ -65,8 +68,9 @@ def load_profile(
     _check_limits(top, min_pct)
     trace = read_trace(path, content, format, max_bytes=max_bytes)
     vocab = vocabulary()
-    stages, bases = infer_stages(trace, vocab)
-    profile = aggregate(trace, stages if any(s is not None for s in stages) else None)
+    with paused_gc():
+        stages, bases = infer_stages(trace, vocab)
+        profile = aggregate(trace, stages if stages.count(None) < len(stages) else None)
     gen = device_generation(trace.device_names, vocab)
     notes = list(trace.notes)
     if trace.device_names and gen is None:
@@ -96,11 +100,14 @@ def load_profile(
 
 def _bases(trace, stages, bases) -> dict[tuple[str, str | None], str]:
     """(kernel name, stage) -> the most common basis for it."""
-    counts: dict[tuple[str, str | None], Counter] = {}
-    for d, stage, why in zip(trace.dispatches, stages, bases):
-        if why is not None:
-            counts.setdefault((d.name, stage), Counter())[why] += 1
-    return {key: c.most_common(1)[0][0] for key, c in counts.items()}
+    placed = list(map(is_not, bases, repeat(None)))
+    seen = Counter(zip(compress(trace.columns.name, placed), compress(stages, placed), compress(bases, placed)))
+    best: dict[tuple[str, str | None], tuple[int, str]] = {}
+    for (name, stage, why), n in seen.items():
+        if (name, stage) not in best or n > best[(name, stage)][0]:
+            best[(name, stage)] = (n, why)
+    return {key: why for key, (_, why) in best.items()}
+
 
 
 def _pct(part: int, whole: int) -> float:

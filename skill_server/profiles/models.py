@@ -28,7 +28,6 @@ class KernelResources(BaseModel):
     scratch_bytes: int | None = Field(None, ge=0, description="private/scratch bytes per work-item; >0 often means spills")
     lds_bytes: int | None = Field(None, ge=0, description="LDS / shared memory bytes per workgroup")
     workgroup_size: list[int] | None = Field(None, description="workgroup (block) size x, y, z of the first dispatch")
-    grid_size: list[int] | None = Field(None, description="grid size x, y, z of the first dispatch")
 
 
 class KernelVariant(BaseModel):

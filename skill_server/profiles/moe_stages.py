@@ -17,10 +17,11 @@ Nothing here matches a kernel-name family in code: adding a name is a vocabulary
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
+from itertools import compress
 
 from trace_readers import Trace, ordered_runs
 from trace_readers.kernel_names import short_name
-from trace_readers.records import KernelDispatch
 
 from skill_server.vocabulary import Vocabulary
 
@@ -30,52 +31,50 @@ _ORDINAL = {1: "1st", 2: "2nd"}
 @dataclass
 class _Layer:
     opener: str | None = None  # short name of the sort kernel that opened it
-    gemms: list[tuple[KernelDispatch, str | None, str]] = field(default_factory=list)  # (dispatch, stated stage, name)
+    gemms: list[tuple[int, str | None, str]] = field(default_factory=list)  # (dispatch, stated stage, named by)
     activations: list[int] = field(default_factory=list)  # number of GEMMs seen before each activation
-    reduces: list[KernelDispatch] = field(default_factory=list)
+    reduces: list[int] = field(default_factory=list)
 
     def empty(self) -> bool:
         return not (self.gemms or self.reduces)
 
 
-def _names(d: KernelDispatch) -> tuple[str, str | None]:
-    op = d.launch.op.name if d.launch is not None and d.launch.op is not None else None
-    return short_name(d.name), op
-
-
 def infer_stages(trace: Trace, vocab: Vocabulary) -> tuple[list[str | None], list[str | None]]:
-    """Per dispatch (by ``order``): its MoE stage, or None, and the basis for it."""
-    n = len(trace.dispatches)
+    """Per dispatch (by index): its MoE stage, or None, and the basis for it."""
+    c = trace.columns
+    n = len(c)
     stages: list[str | None] = [None] * n
     bases: list[str | None] = [None] * n
     if not vocab.kernel_roles or n == 0:
         return stages, bases
-    roles: dict[tuple[str, str | None], str | None] = {}
-
-    def role_of(d: KernelDispatch) -> tuple[str | None, str, str | None]:
-        kernel, op = _names(d)
-        key = (d.name, op)
-        if key not in roles:
-            roles[key] = vocab.kernel_role(kernel) or vocab.kernel_role(op)
-        return roles[key], kernel, op
-
-    if not any(role_of(d)[0] == "moe_gemm" for d in trace.dispatches):
+    ops = [lc.op.name if lc is not None and lc.op is not None else None for lc in c.launch] \
+        if c.launch is not None else None
+    keys = list(zip(c.name, ops)) if ops is not None else c.name
+    # one role per distinct (kernel, op): a trace repeats a few names a million times
+    roles: dict = {}
+    for key in dict.fromkeys(keys):
+        name, op = key if ops is not None else (key, None)
+        kernel = short_name(name)
+        stated = vocab.moe_stage_in(kernel, op)
+        named_by = kernel if stated is None or vocab.moe_stage_in(kernel) else op or kernel
+        roles[key] = (vocab.kernel_role(kernel) or vocab.kernel_role(op), kernel, op, stated, named_by)
+    if not any(r[0] == "moe_gemm" for r in roles.values()):
         return stages, bases
+    with_role = {key for key, r in roles.items() if r[0] is not None}
     for run in ordered_runs(trace):
         layer = _Layer()
-        for d in run:
-            role, kernel, op = role_of(d)
+        for i in compress(run, map(with_role.__contains__, map(keys.__getitem__, run))):
+            role, kernel, op, stated, named_by = roles[keys[i]]
             if role == "moe_sort":
                 if not layer.empty():
                     _settle(layer, stages, bases)
                 layer = _Layer(opener=kernel)
             elif role == "moe_gemm":
-                stated = vocab.moe_stage_in(kernel, op)
-                layer.gemms.append((d, stated, kernel if stated is None or vocab.moe_stage_in(kernel) else op or kernel))
+                layer.gemms.append((i, stated, named_by))
             elif role == "moe_activation" and layer.gemms:
                 layer.activations.append(len(layer.gemms))
             elif role == "topk_reduce":
-                layer.reduces.append(d)
+                layer.reduces.append(i)
                 _settle(layer, stages, bases)
                 layer = _Layer()
         if not layer.empty():
@@ -93,18 +92,28 @@ def _settle(layer: _Layer, stages: list[str | None], bases: list[str | None]) ->
     elif len(layer.activations) == 1:
         split = layer.activations[0]
         how = "{side} the layer's activation kernel{opened}"
-    for pos, (d, stated, named_by) in enumerate(gemms):
+    for pos, (i, stated, named_by) in enumerate(gemms):
         if stated is not None:
-            stages[d.order], bases[d.order] = stated, f"named in {named_by!r}"
+            stages[i], bases[i] = stated, _basis("named", named_by)
         elif split is not None and (len(gemms) == 2 or 0 < split < len(gemms) or len(gemms) == 1):
             stage = "stage1" if pos < split else "stage2"
-            stages[d.order] = stage
-            bases[d.order] = "launch sequence: " + how.format(
-                nth=_ORDINAL.get(pos + 1, f"{pos + 1}th"), opened=opened,
-                side="before" if stage == "stage1" else "after")
+            stages[i] = stage
+            bases[i] = _basis(how, pos, opened, stage)
         else:
-            bases[d.order] = (
-                f"launch sequence: the layer{opened} has {len(gemms)} MoE GEMM launch(es) and "
-                f"{len(layer.activations)} activation kernel(s) between them, which does not tell the stages apart")
+            bases[i] = _basis("ambiguous", len(gemms), opened, len(layer.activations))
     for r in layer.reduces:  # a top-k reduce sums the stage-2 partials, whatever came before it
-        stages[r.order], bases[r.order] = "stage2", "a top-k reduce ends stage 2 of its MoE layer"
+        stages[r], bases[r] = "stage2", "a top-k reduce ends stage 2 of its MoE layer"
+
+
+@lru_cache(maxsize=4096)
+def _basis(how: str, *args) -> str:
+    """One text per distinct basis (a trace has a few, repeated for every layer)."""
+    if how == "named":
+        return f"named in {args[0]!r}"
+    if how == "ambiguous":
+        gemms, opened, acts = args
+        return (f"launch sequence: the layer{opened} has {gemms} MoE GEMM launch(es) and {acts} activation "
+                "kernel(s) between them, which does not tell the stages apart")
+    pos, opened, stage = args
+    return "launch sequence: " + how.format(nth=_ORDINAL.get(pos + 1, f"{pos + 1}th"), opened=opened,
+                                            side="before" if stage == "stage1" else "after")
