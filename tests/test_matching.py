@@ -274,3 +274,15 @@ def test_largest_allowed_dims_still_match(catalog):
 def test_a_long_name_is_not_echoed_whole(catalog):
     r = match(catalog, op_name="x" * 4096, gen="gfx950")
     assert r.notes and all(len(n) < 600 for n in r.notes)
+
+
+@pytest.mark.parametrize("shape", [(16, 2048, 7168), (1, 1536, 7168), (128, 2048, 4096), (16, 7168, 768),
+                                   (32, 65536, 1536)])
+def test_decode_shapes_are_inside_no_class(catalog, shape):
+    """The card measured half a 128x256 tile per CU 14x slower: a decode M (8 CTAs for M=16,
+    N=2048) must not get the narrow-N row as if it were tuned there."""
+    M, N, K = shape
+    r = match(catalog, op_name=CK_BLOCKSCALE, gen="gfx950", scale_format="fp32_block", shape=GemmShape(M=M, N=N, K=K))
+    sc = r.matches[0].shape_class
+    assert sc.selection == "nearest" and not sc.tuned and sc.also_satisfies == []
+    assert any("ablation" in c for c in r.matches[0].caveats)

@@ -28,7 +28,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from itertools import compress, repeat
-from operator import is_, itemgetter, lt
+from operator import is_, itemgetter, lt, methodcaller
 
 from trace_readers.csv_table import CsvTable
 from trace_readers.errors import TraceReadError
@@ -130,6 +130,7 @@ class _KernelTraceReader:
         self.lanes: dict[tuple, tuple] = {}
         self.kinds: dict[str, str] = {KERNEL_DISPATCH: KERNEL_DISPATCH, f'"{KERNEL_DISPATCH}"': KERNEL_DISPATCH}
         self.quoted: list[int] | None = None  # the columns rocprofv3 quotes, learned from the first row
+        self._by_rest: dict[str, Resources | None] = {}  # the rest of a line after the per-row fields -> resources
 
     # -- shared ------------------------------------------------------------------------------
     def _kind(self, raw: str) -> str:
@@ -182,13 +183,57 @@ class _KernelTraceReader:
             return None
         return inside, flat
 
+    def _standard_plan(self) -> int | None:
+        """rocprofv3's own layout: the rows start with the quoted Kind, Kernel_Name is the only
+        other quoted field, and every resource column comes after the columns read per row.
+        Then a row needs only ``k`` fields after the name split off; the rest of the line is
+        one string, the key its resources are parsed from once. Returns ``k``, or None."""
+        if self.quoted != [0, self.i_name] or self.i_kind != 0:
+            return None
+        after = [c - self.i_name for c in (self.i_start, self.i_end, self.i_corr, self.i_disp, *self.lane_cols)
+                 if c is not None and c > self.i_name]
+        k = max(after, default=0)
+        if any(i <= self.i_name + k for i in self.resources.indexes):
+            return None
+        return k
+
+    def _standard(self, block: str, n: int, k: int) -> dict | None:
+        segs = block.split('"')
+        if len(segs) != 4 * n + 1 or segs[0]:
+            return None
+        mids, tails = segs[2::4], segs[4::4]
+        if set(map(str.count, mids, repeat(","))) != {self.i_name} or \
+                set(map(str.count, tails, repeat(","))) != {self.after}:
+            return None
+        flat_mid = "".join(mids).split(",")  # mids are ",f1,...,f(name-1),": joined, one row every `name` fields
+        split_tails = list(map(methodcaller("split", ",", k + 1), tails))  # ["", f, ..., f, rest of the line]
+        return {"kinds": segs[1::4], "names": segs[3::4], "mid": flat_mid, "tails": split_tails}
+
     def bulk(self, block: str) -> None:
         """Take every row of ``block`` (whole lines, quotes balanced) or raise _Irregular."""
         if "\r" in block:
             block = block.replace("\r\n", "\n")
         n = block.count("\n") + 1
-        layout = self._layout(block, n) if "\r" not in block else None
-        if layout is not None:
+        if self.quoted is None and "\r" not in block:
+            self._layout(block[: block.find("\n")] if "\n" in block else block, 1)  # learn the quoted columns
+        k = self._standard_plan() if "\r" not in block else None
+        std = self._standard(block, n, k) if k is not None else None
+        layout = self._layout(block, n) if std is None and "\r" not in block else None
+        rest_keys = None
+        if std is not None:
+            i_name = stride = self.i_name
+            rows_n = n
+            rest_keys = list(map(itemgetter(k + 1), std["tails"]))
+
+            def column(c: int):
+                if c == 0:
+                    return iter(std["kinds"])
+                if c == i_name:
+                    return iter(std["names"])
+                if c < i_name:
+                    return iter(std["mid"][c::stride])
+                return map(itemgetter(c - i_name), std["tails"])
+        elif layout is not None:
             inside, flat = layout
             width, quoted = self.width, self.quoted
             nq = len(quoted)
@@ -246,7 +291,20 @@ class _KernelTraceReader:
             lanes = list(map(self._lane, lane_keys))
         res_idx = self.resources.indexes
         n = rows_n
-        if res_idx:
+        if res_idx and rest_keys is not None:
+            keys = list(compress(rest_keys, keep)) if keep is not None else rest_keys
+            res = list(map(self._by_rest.get, keys, repeat(_UNSEEN)))
+            if any(map(is_, res, repeat(_UNSEEN))):
+                first_rest = self.i_name + k + 1
+                try:
+                    for key in set(keys).difference(self._by_rest):
+                        fields = key.rstrip("\n").split(",")
+                        cells = tuple(fields[i - first_rest] for i in res_idx) + (fields[res_idx[0] - first_rest],)
+                        self._by_rest[key] = self.resources.of(cells, 0)
+                except (TraceReadError, IndexError):
+                    raise _Irregular from None
+                res = list(map(self._by_rest.__getitem__, keys))
+        elif res_idx:
             cells = list(zip(*map(kept, res_idx), kept(res_idx[0])))
             res = list(map(self.resources._seen.get, cells, repeat(_UNSEEN)))
             if any(map(is_, res, repeat(_UNSEEN))):  # new combinations: check each once (a bad cell: the per-line path names its line)
