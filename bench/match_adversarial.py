@@ -19,13 +19,12 @@ import platform
 import random
 import subprocess
 import sys
-import tarfile
-import tempfile
 from datetime import datetime, timezone
-from io import BytesIO
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+from baseline import baseline_tree, short_rev  # noqa: E402
 
 
 def cases() -> dict[str, dict]:
@@ -78,13 +77,6 @@ def measure(root: Path, payload: dict, seconds: float, timeout: float) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def baseline_tree(rev: str) -> Path:
-    dest = Path(tempfile.mkdtemp(prefix="match-baseline-"))
-    data = subprocess.run(["git", "-C", str(REPO), "archive", rev, "skill_server", "skills"], check=True,
-                          capture_output=True).stdout
-    with tarfile.open(fileobj=BytesIO(data)) as tar:
-        tar.extractall(dest, filter="data")
-    return dest
 
 
 def main() -> int:
@@ -94,10 +86,8 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=180.0)
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     args = ap.parse_args()
-    base = baseline_tree(args.baseline)
-    rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    base_rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", args.baseline], capture_output=True,
-                              text=True).stdout.strip()
+    base = baseline_tree(args.baseline, "skill_server", "skills")
+    rev, base_rev = short_rev(), short_rev(args.baseline)
     load_before = os.getloadavg()
     results = {}
     for name, payload in cases().items():

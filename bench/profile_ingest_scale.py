@@ -24,16 +24,15 @@ import json
 import os
 import platform
 import random
-import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from datetime import datetime, timezone
-from io import BytesIO
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+from baseline import baseline_tree, short_rev  # noqa: E402
 CK = ("void ck::kernel_gemm_xdl_cshuffle_v3_multi_d_blockscale_b_preshuffle<ck::GridwiseGemmMultiD_ABScale_xdl_cshuffle_v3"
       "<ck::tensor_layout::gemm::RowMajor, ck::tensor_layout::gemm::ColumnMajor, ck::Tuple<>, ck::f8_t, float, ck::f8_t, "
       "float, ck::bhalf_t, float, ck::bhalf_t, 256, 1, 128, 128, 128, 16, 16, 4, 4, ck::Sequence<8, 32, 1>, "
@@ -154,11 +153,6 @@ def run_child(code_root: Path, trace: Path, timeout: float) -> dict:
             "cpu_s": round(usage.ru_utime + usage.ru_stime, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
 
 
-def baseline_tree(rev: str, dest: Path) -> Path:
-    data = subprocess.run(["git", "-C", str(REPO), "archive", rev, "skill_server"], check=True, capture_output=True).stdout
-    with tarfile.open(fileobj=BytesIO(data)) as tar:
-        tar.extractall(dest, filter="data")
-    return dest
 
 
 def main() -> int:
@@ -173,10 +167,8 @@ def main() -> int:
     args.tmp.mkdir(parents=True, exist_ok=True)
     torch_path, csv_path = args.tmp / "bench.pt.trace.json", args.tmp / "bench_kernel_trace.csv"
     inputs = {"torch": write_torch_trace(torch_path, args.torch_mb), "csv": write_kernel_trace(csv_path, args.csv_rows)}
-    base = baseline_tree(args.baseline, Path(tempfile.mkdtemp(prefix="ingest-baseline-")))
-    rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    base_rev = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", args.baseline], capture_output=True,
-                              text=True).stdout.strip()
+    base = baseline_tree(args.baseline, "skill_server")
+    rev, base_rev = short_rev(), short_rev(args.baseline)
     load_before = os.getloadavg()
     results = {}
     for label, path in (("torch", torch_path), ("csv", csv_path)):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from mcp_support import BLOCKSCALE, PROFILES, build, text, with_client
-from skill_server.cli import main
+from test_cli_catalog import run  # noqa: E402 - main(argv) with captured output
 
 CK = "kernel_gemm_xdl_cshuffle_v3_blockscale_b_preshuffle"
 
@@ -30,12 +30,6 @@ def test_mcp_match_skill_and_match_profile_take_target_gen():
     p = prof.structured_content
     assert all(h["result"]["target_gen"] == "gfx942" for h in p["hotspots"])
     assert any("target generation 'gfx942'" in n for n in p["notes"])
-
-
-def run(capsys, *argv):
-    rc = main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def test_cli_target_gen_and_the_override_note(capsys):

@@ -328,7 +328,7 @@ class _KernelTraceReader:
     # -- per line ------------------------------------------------------------------------------
     def per_line(self, lines, line_no: int) -> None:
         """Read ``lines`` (raw, with their newlines) one by one; ``line_no`` is the line before."""
-        width, label, table = self.width, self.label, self.table
+        width, label = self.width, self.label
         while True:
             try:
                 line = next(lines)
