@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat
-from operator import and_, gt, le, sub
+from itertools import accumulate, compress, repeat
+from operator import and_, gt, le, ne, sub
 from typing import Any
 
 from trace_readers.errors import TraceReadError
@@ -93,19 +93,29 @@ def _grouped(keys: Sequence[Hashable]) -> dict[Hashable, list[int]]:
     return groups
 
 
-def lanes(trace: Trace) -> dict[Hashable, list[int]]:
-    """Dispatch indexes per lane, in start order (input order breaks ties); computed once per trace."""
-    cached = trace.cache.get("lanes")
+def _index(trace: Trace) -> tuple[dict[str, list[int]], dict[Hashable, list[int]]]:
+    """Dispatch indexes per kernel name and per lane (lanes in start order, input order
+    breaking ties), in one pass over the columns; computed once per trace."""
+    cached = trace.cache.get("index")
     if cached is not None:
         return cached
+    by_name: dict[str, list[int]] = defaultdict(list)
+    by_lane: dict[Hashable, list[int]] = defaultdict(list)
+    for i, (name, lane) in enumerate(zip(trace.columns.name, trace.columns.lane)):
+        by_name[name].append(i)
+        by_lane[lane].append(i)
     starts = trace.columns.start_ns
-    out = _grouped(trace.columns.lane)
-    for idx in out.values():
+    for idx in by_lane.values():
         s = list(map(starts.__getitem__, idx))
         if not all(map(le, s, s[1:])):
             idx.sort(key=lambda i: (starts[i], i))
-    trace.cache["lanes"] = out
-    return out
+    trace.cache["index"] = (by_name, by_lane)
+    return by_name, by_lane
+
+
+def lanes(trace: Trace) -> dict[Hashable, list[int]]:
+    """Dispatch indexes per lane, in start order (input order breaks ties)."""
+    return _index(trace)[1]
 
 
 def has_scopes(trace: Trace) -> bool:
@@ -113,19 +123,21 @@ def has_scopes(trace: Trace) -> bool:
     return launch is not None and any(lc is not None for lc in launch)
 
 
-def _runs(starts: list[int], ends: list[int], idx: list[int], max_gap_ns: int) -> Iterator[list[int]]:
-    s = list(map(starts.__getitem__, idx))
-    e = list(map(ends.__getitem__, idx))
-    cut = 0
-    for k in compress(range(1, len(idx)), map(gt, map(sub, s[1:], e), repeat(max_gap_ns))):
-        yield idx[cut:k]
-        cut = k
-    yield idx[cut:]
-
-
 def ordered_runs(trace: Trace, max_gap_ns: int = SEGMENT_MAX_GAP_NS) -> Iterator[list[int]]:
     """Launch sequences as dispatch indexes: per scope instance (torch traces), else per
     lane run between idle gaps longer than ``max_gap_ns``."""
+    for idx, ids in run_ids(trace, max_gap_ns):
+        cut = 0
+        for k in compress(range(1, len(ids)), map(ne, ids[1:], ids)):
+            yield idx[cut:k]
+            cut = k
+        yield idx[cut:]
+
+
+def run_ids(trace: Trace, max_gap_ns: int = SEGMENT_MAX_GAP_NS) -> Iterator[tuple[list[int], list[int]]]:
+    """The same sequences in bulk: per scope instance or lane, its dispatch indexes in order
+    and the run number of each (scopes are one run; a lane starts a new one at every idle gap
+    longer than ``max_gap_ns``). Counted in C, for callers that visit only some dispatches."""
     c = trace.columns
     if has_scopes(trace):
         scopes = [lc.scope if lc is not None else None for lc in c.launch]
@@ -134,10 +146,12 @@ def ordered_runs(trace: Trace, max_gap_ns: int = SEGMENT_MAX_GAP_NS) -> Iterator
                 s = list(map(c.start_ns.__getitem__, idx))
                 if not all(map(le, s, s[1:])):
                     idx.sort(key=lambda i: (c.start_ns[i], i))
-                yield idx
+                yield idx, [0] * len(idx)
         return
     for idx in lanes(trace).values():
-        yield from _runs(c.start_ns, c.end_ns, idx, max_gap_ns)
+        s = list(map(c.start_ns.__getitem__, idx))
+        e = list(map(c.end_ns.__getitem__, idx))
+        yield idx, list(accumulate(map(gt, map(sub, s[1:], e), repeat(max_gap_ns)), initial=0))
 
 
 def _window_mates(trace: Trace) -> dict[str, Counter]:
@@ -184,7 +198,7 @@ def aggregate(trace: Trace, stages: Sequence[str | None] | None = None) -> Profi
         raise ValueError("stages must tag every dispatch")
     durs = list(map(sub, c.end_ns, c.start_ns))
     kernels: dict[str, KernelSummary] = {}
-    for first, (name, idx) in enumerate(_grouped(c.name).items()):
+    for first, (name, idx) in enumerate(_index(trace)[0].items()):
         d = list(map(durs.__getitem__, idx))
         k = kernels[name] = KernelSummary(name, first=first, first_ns=min(map(c.start_ns.__getitem__, idx)),
                                           calls=len(idx), total_ns=sum(d), min_ns=min(d), max_ns=max(d))

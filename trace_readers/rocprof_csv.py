@@ -202,11 +202,12 @@ class _KernelTraceReader:
         if len(segs) != 4 * n + 1 or segs[0]:
             return None
         mids, tails = segs[2::4], segs[4::4]
-        if set(map(str.count, mids, repeat(","))) != {self.i_name} or \
-                set(map(str.count, tails, repeat(","))) != {self.after}:
+        if set(map(str.count, mids, repeat(","))) != {self.i_name}:
             return None
         flat_mid = "".join(mids).split(",")  # mids are ",f1,...,f(name-1),": joined, one row every `name` fields
         split_tails = list(map(methodcaller("split", ",", k + 1), tails))  # ["", f, ..., f, rest of the line]
+        if set(map(len, split_tails)) != {k + 2}:
+            return None  # (the rest of each line is checked field by field when its resources are parsed)
         return {"kinds": segs[1::4], "names": segs[3::4], "mid": flat_mid, "tails": split_tails}
 
     def bulk(self, block: str) -> None:
@@ -291,6 +292,12 @@ class _KernelTraceReader:
             lanes = list(map(self._lane, lane_keys))
         res_idx = self.resources.indexes
         n = rows_n
+        if rest_keys is not None and not res_idx:  # no resources to parse: still check each distinct rest once
+            width_rest = self.width - (self.i_name + k + 1)
+            for key in set(rest_keys).difference(self._by_rest):
+                if key.count(",") != width_rest - 1:
+                    raise _Irregular
+                self._by_rest[key] = None
         if res_idx and rest_keys is not None:
             keys = list(compress(rest_keys, keep)) if keep is not None else rest_keys
             res = list(map(self._by_rest.get, keys, repeat(_UNSEEN)))
@@ -299,6 +306,8 @@ class _KernelTraceReader:
                 try:
                     for key in set(keys).difference(self._by_rest):
                         fields = key.rstrip("\n").split(",")
+                        if len(fields) != self.width - first_rest:
+                            raise _Irregular  # a row with a field too many or too few
                         cells = tuple(fields[i - first_rest] for i in res_idx) + (fields[res_idx[0] - first_rest],)
                         self._by_rest[key] = self.resources.of(cells, 0)
                 except (TraceReadError, IndexError):

@@ -16,11 +16,11 @@ Nothing here matches a kernel-name family in code: adding a name is a vocabulary
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import compress
 
-from trace_readers import Trace, ordered_runs
+from trace_readers import Trace
+from trace_readers.aggregate import run_ids
 from trace_readers.kernel_names import short_name
 
 from skill_server.vocabulary import Vocabulary
@@ -28,12 +28,16 @@ from skill_server.vocabulary import Vocabulary
 _ORDINAL = {1: "1st", 2: "2nd"}
 
 
-@dataclass
 class _Layer:
-    opener: str | None = None  # short name of the sort kernel that opened it
-    gemms: list[tuple[int, str | None, str]] = field(default_factory=list)  # (dispatch, stated stage, named by)
-    activations: list[int] = field(default_factory=list)  # number of GEMMs seen before each activation
-    reduces: list[int] = field(default_factory=list)
+    """One MoE layer being read: what opened it, its GEMMs, activations and reduces."""
+
+    __slots__ = ("opener", "gemms", "activations", "reduces")
+
+    def __init__(self, opener: str | None = None) -> None:
+        self.opener = opener  # short name of the sort kernel that opened it
+        self.gemms: list[tuple[int, str | None, str]] = []  # (dispatch, stated stage, named by)
+        self.activations: list[int] = []  # number of GEMMs seen before each activation
+        self.reduces: list[int] = []
 
     def empty(self) -> bool:
         return not (self.gemms or self.reduces)
@@ -61,9 +65,14 @@ def infer_stages(trace: Trace, vocab: Vocabulary) -> tuple[list[str | None], lis
     if not any(r[0] == "moe_gemm" for r in roles.values()):
         return stages, bases
     with_role = {key for key, r in roles.items() if r[0] is not None}
-    for run in ordered_runs(trace):
-        layer = _Layer()
-        for i in compress(run, map(with_role.__contains__, map(keys.__getitem__, run))):
+    for idx, runs in run_ids(trace):
+        layer, run = _Layer(), None
+        for p in compress(range(len(idx)), map(with_role.__contains__, map(keys.__getitem__, idx))):
+            i = idx[p]
+            if runs[p] != run:  # a new launch sequence: whatever layer was open ends here
+                if not layer.empty():
+                    _settle(layer, stages, bases)
+                layer, run = _Layer(), runs[p]
             role, kernel, op, stated, named_by = roles[keys[i]]
             if role == "moe_sort":
                 if not layer.empty():
