@@ -186,7 +186,9 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "profile_ingest_scale.json").write_text(json.dumps(record, indent=2) + "\n")
     lines = [f"# Profile ingestion at scale ({record['date']})", "",
-             f"Command: `{record['command']}`  ", f"Device: {record['device']}  ",
+             f"Command: `{record['command']}`  ",
+             f"Device: {record['device']}; 1/5/15-min load average {record['load_average']['before']} before, "
+             f"{record['load_average']['after']} after (a shared box: CPU time is the steadier figure)  ",
              f"This branch {rev} vs {record['baseline']}, each reader in its own process (load_profile, top=20).", "",
              f"- torch trace: {inputs['torch']['bytes'] / 1e6:.0f} MB, {inputs['torch']['kernels']} kernel launches",
              f"- kernel_trace.csv: {inputs['csv']['rows']} rows, {inputs['csv']['bytes'] / 1e6:.0f} MB", "",
