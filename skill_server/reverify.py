@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from . import is_embedded
 from .artifacts import parse_artifact
 from .cards import Card, ParsedCard, Prerequisite
 from .claims import ReverifyStatus, worst
@@ -366,6 +367,8 @@ def _gpu_device_nodes() -> list[str]:
 
 
 def git_revision(project_root: Path) -> str | None:
+    if is_embedded(project_root):  # the cards inside an installed wheel: no repository of their own
+        return None
     try:
         out = subprocess.run(["git", "-C", str(project_root), "describe", "--always", "--dirty", "--abbrev=40"],
                              capture_output=True, text=True, timeout=10)

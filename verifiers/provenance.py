@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from verifiers import locations
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -57,6 +59,8 @@ def runtime_versions() -> dict[str, Any]:
 
 def git_state(root: Path = REPO_ROOT) -> tuple[str | None, bool | None]:
     """(HEAD revision, working tree dirty?) of the repository holding the harness."""
+    if locations.INSTALLED and root == REPO_ROOT:  # an installed wheel has no repository (site-packages may sit in another one)
+        return None, None
     try:
         rev = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
