@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
-from . import DEFAULT_SKILLS_DIR
+from . import DEFAULT_SKILLS_DIR, embedded_write_problem
 from .cards import CardProblem, ParsedCard, RecipeRow
 from .catalog import Catalog, CatalogHolder
 from .claims import NEVER_REVERIFIED, Reverification, summarise
@@ -343,6 +343,8 @@ class SkillService:
         target = Path(path) if path else parsed.folder / DEFAULT_EXPORT_NAME
         if not target.is_absolute():
             target = self.project_root / target
+        if why := embedded_write_problem(target):
+            raise ServiceError(why)
         try:
             results = self.ledger.history(card_id=card_id, shape=shape, platform=platform, limit=10_000)
             artifact = artifact_from_results(card_id, results, self.ledger.path)
@@ -456,6 +458,8 @@ class SkillService:
             raise ServiceError(f"draft folder {card_dir} lies outside the project {self.project_root}")
         if card_dir.name != new_id:
             raise ServiceError(f"draft folder {card_dir} must be named after the card id {new_id!r}")
+        if why := embedded_write_problem(card_dir):
+            raise ServiceError(why)
         try:
             results = self.ledger.history(card_id=from_card, shape=shape, platform=platform, ids=record_ids, limit=500)
             if record_ids:

@@ -144,6 +144,8 @@ def test_installed_cli_lints_lists_and_matches_the_embedded_cards(venv):
     assert match.returncode == 0 and "MATCH flydsl_fp8_blockscale_gemm" in match.stdout, match.stdout + match.stderr
     history = json.loads(_run(venv, "skill-server", "history", "flydsl_fp8_blockscale_gemm", "--json").stdout)
     assert history["ledger"] == f"{venv['home']}/.local/state/gpu-skill-server/ledger.sqlite"
+    export = _run(venv, "skill-server", "export", "flydsl_fp8_blockscale_gemm")  # would write beside the card
+    assert export.returncode != 0 and "read-only" in export.stderr and "Traceback" not in export.stderr
     assert _site_snapshot(venv["site"]) == before, "a command wrote into site-packages"
     assert (venv["home"] / ".cache" / "gpu-skill-server" / "catalog").is_dir()
 

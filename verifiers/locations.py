@@ -101,3 +101,11 @@ def child_pythonpath(existing: str | None) -> str:
     put ahead of the standard library)."""
     parts = [] if INSTALLED else [str(CODE_ROOT)]
     return os.pathsep.join(parts + ([existing] if existing else []))
+
+
+def embedded_write_problem(path: Path | str) -> str | None:
+    """Why ``path`` must not be written (it lies in an installed package's embedded cards), else None."""
+    if not INSTALLED or not Path(path).resolve().is_relative_to(PROJECT_ROOT):
+        return None
+    return (f"{path} lies inside the installed package ({PROJECT_ROOT}), whose cards are read-only: "
+            "copy the card folder out (skills/<id>/) and pass --skills-dir, or give an output path outside it")
