@@ -3,6 +3,7 @@ parity and A/B through the verifier subprocess)."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .cli_common import handles_errors, service_from
 
@@ -34,10 +35,19 @@ def kernel_folder(args, card_id: str) -> str:
 
 @handles_errors
 def cmd_verify(args) -> int:
-    # exit codes: 0 ran and correct, 1 FAIL, 2 bad input, 3 ERROR (the harness could not decide)
+    # exit codes: 0 ran and correct, 1 FAIL, 2 bad input, 3 ERROR (the harness could not decide, or the
+    # box cannot run it: the doctor's line says what is missing)
     from verifiers.cli_support import run_verify_command
 
-    return run_verify_command(args, service_from(args).problem_of(args.card))
+    from .doctor_preflight import refusal_for_verify_args
+
+    problem = service_from(args).problem_of(args.card)
+    refusal = refusal_for_verify_args(args)  # a box that cannot run it refuses with the doctor's line
+    if refusal:
+        print(f"skill-server verify: refused on this box (`skill-server doctor` for the full report):\n{refusal}",
+              file=sys.stderr)
+        return 3
+    return run_verify_command(args, problem)
 
 
 @handles_errors

@@ -21,6 +21,7 @@ from .ledger import ResultRecord, StoredResult, StoredReverification
 from .vocabulary import VocabularyError, vocabulary
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .doctor_model import DoctorReport
     from .drafting import DraftResult
     from .overlap import OverlapReport
     from .reverify import ReverifyReport
@@ -283,12 +284,28 @@ class SkillService:
         from verifiers.api import verify
         from verifiers.options import VerifyOptions
 
+        from .doctor_preflight import verify_refusal
+
         problem = self.problem_of(card_id)
         try:
             opts = VerifyOptions.model_validate(options or {})
+            refusal = verify_refusal(opts.device, opts.profile)
+            if refusal:
+                raise ServiceError(f"verification refused on this box (the doctor tool has the full report):\n{refusal}")
             return verify(problem, candidate, baseline=baseline, shapes=shapes, options=opts, progress=progress)
         except (ValueError, KeyError) as exc:
             raise ServiceError(exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)) from None
+
+    def doctor(self, checks: list[str] | None = None) -> "DoctorReport":
+        """What a first run on this box needs (``skill_server.doctor``); read-only, never raises
+        for what it finds. Concurrent callers share one run, and a report of the same checks
+        younger than ``doctor.REUSE_S`` is returned as it is."""
+        from .doctor import shared_run
+
+        try:
+            return shared_run(checks, skills_dir=self.skills_dir)
+        except ValueError as exc:
+            raise ServiceError(str(exc)) from None
 
     def problem_of(self, card_id: str) -> str:
         """The kernels folder (verifier problem) a card binds to."""
