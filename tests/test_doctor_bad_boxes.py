@@ -71,7 +71,7 @@ def test_a_crashing_check_is_reported_with_its_signal(tmp_path):
     blocked = blocker_dir(tmp_path, triton="crash")
     report, _ = doctor_json("--check", "triton", "--check", "linker", pythonpath_first=blocked)
     checks = by_id(report)
-    assert checks["triton"]["status"] == "failed" and "SIGSEGV" in checks["triton"]["finding"]
+    assert checks["triton"]["status"] == "failed" and "died (signal 11, SIGSEGV) during this check" in checks["triton"]["finding"]
     assert checks["linker"]["status"] == "ok"
 
 
