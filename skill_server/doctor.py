@@ -25,6 +25,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from verifiers import locations
 from verifiers.doctor_result import CheckResult, result
 
@@ -109,10 +111,10 @@ class _Run:
         request = ChildRequest(checks=[p.id for p in self.pending], prior=self.done, skills_dir=self.skills_dir)
         try:
             with log.open("wb") as log_fh:
+                # -P: the caller's working directory is not put on the check process's import path
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "skill_server.doctor_child", str(write_fd)], stdin=subprocess.PIPE,
-                    stdout=log_fh, stderr=subprocess.STDOUT, pass_fds=(write_fd,), env=env, start_new_session=True,
-                    cwd=str(locations.CODE_ROOT))
+                    [sys.executable, "-P", "-m", "skill_server.doctor_child", str(write_fd)], stdin=subprocess.PIPE,
+                    stdout=log_fh, stderr=subprocess.STDOUT, pass_fds=(write_fd,), env=env, start_new_session=True)
             os.close(write_fd)
             try:
                 assert proc.stdin is not None
@@ -156,8 +158,13 @@ class _Run:
                 buffer += chunk
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
-                    event = ChildEvent.model_validate_json(line)
-                    spec = BY_ID[event.id]
+                    try:
+                        event = ChildEvent.model_validate_json(line)
+                        spec = BY_ID[event.id]
+                    except (ValidationError, KeyError):
+                        _kill(proc)
+                        self._protocol_broken(current, line)
+                        return
                     if event.event == "start":
                         current = spec
                         limit = self.limit(spec)
@@ -188,6 +195,12 @@ class _Run:
                                      f"ROCm install or tool?); its last output: {_log_tail(log) or 'none'}"[:600],
                                      f"run `skill-server doctor --check {current.id}` again; if it hangs again send the "
                                      "doctor JSON back (and dmesg on a GPU box)")])
+
+    def _protocol_broken(self, current: CheckSpec | None, line: bytes) -> None:
+        for spec in [current] if current is not None else list(self.pending):
+            self.record(spec, [result(spec.id, spec.title, "failed",
+                                      f"the check process sent an unreadable report: {line[:200]!r}",
+                                      "send this doctor JSON back (a doctor bug)")])
 
     def limit_used(self, spec: CheckSpec) -> float:
         return spec.limit_s if self.check_timeout_s is None else min(spec.limit_s, self.check_timeout_s)

@@ -122,7 +122,7 @@ def check_flush_eviction(ctx: CheckContext) -> CheckResult:
     out = torch.empty((), dtype=torch.float32, device=dev.torch_device)
 
     def read() -> None:
-        torch.sum(buf, out=out)
+        torch.sum(buf, dim=0, out=out)
 
     def evict() -> None:
         read()
@@ -147,7 +147,6 @@ def check_flush_eviction(ctx: CheckContext) -> CheckResult:
         warm_us=w, after_flush_us=f, after_reference_us=r, floor_us=getattr(floor, "median_us", None),
         flush_ratio=f / w if w > 0 else float("inf"), reference_ratio=r / w if w > 0 else float("inf"),
     )
-    del buf, ref
     return judge_flush(details)
 
 
