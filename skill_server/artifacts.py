@@ -86,3 +86,21 @@ def parse_artifact(path: Path) -> tuple[ValidationArtifact | None, list[CardProb
     except ValidationError as exc:
         lines = yaml_field_lines(text, 1)
         return None, [_problem_from_error(e, file, lines) for e in exc.errors()]
+
+
+def figures_of(artifact: ValidationArtifact, file_name: str) -> list["Figure"]:
+    """An artifact's measurements as served figures: always ``transcribed``."""
+    from .claims import Figure
+
+    out = []
+    for m in artifact.measurements:
+        if m.speedup is None and not m.speedup_text:
+            continue
+        shape = None
+        if m.shape:
+            dims = dict(m.shape)
+            shape = f"{dims['M']}x{dims['N']}x{dims['K']}" if list(dims) == ["M", "N", "K"] else \
+                ",".join(f"{k}={v}" for k, v in dims.items())
+        out.append(Figure(level="transcribed", speedup=m.speedup, text=m.speedup_text, verdict=m.verdict, shape=shape,
+                          scope=m.scope, platform=m.gpu or artifact.gpu, date=m.date, source=file_name))
+    return out
