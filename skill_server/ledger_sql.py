@@ -17,7 +17,9 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from .evidence import Evidence
-from .ledger_models import LedgerError, StoredResult, StoredReverification
+from pydantic import ValidationError
+
+from .ledger_models import LedgerError, StoredResult, StoredReverification, describe_error
 from .ledger_store import (ReportEntry, ResultEntry, ResultQuery, ReverificationEntry, StoredReport, WriteBatch,
                            WriteReceipt)
 
@@ -229,7 +231,11 @@ def _evidence(text: str | None) -> Evidence:
 
 def _result(rid: int, uid: str, payload: str, evidence_json: str | None) -> StoredResult:
     data = json.loads(payload)
-    stored = StoredResult(**data, id=rid, uid=uid, evidence=_evidence(evidence_json))
+    try:
+        stored = StoredResult(**data, id=rid, uid=uid, evidence=_evidence(evidence_json))
+    except ValidationError as exc:
+        problems = "; ".join(describe_error(e) for e in exc.errors()[:3])
+        raise LedgerError(f"ledger result #{rid} does not validate (changed outside skill-server?): {problems}") from None
     stored._payload = data
     return stored
 

@@ -193,3 +193,21 @@ def test_reload_skills_reports_cards_and_problems(server):
     result = with_client(server, lambda c: c.call_tool("reload_skills", {}))
     assert not result.is_error
     assert result.structured_content == {"cards": 3} and text(result) == "3 card(s) loaded."
+
+
+def test_the_context_an_agent_pays_stays_within_budget():
+    """The issue's goals (bench/mcp_context.py measures them over stdio): tools/list with every
+    tool enabled <= 16 k characters, match_skill for a seed hotspot <= 4 k, match_profile
+    with its defaults <= 8 k."""
+    everything = build(allow_exec_tools=True, allow_write_tools=True)
+
+    def size(result):
+        return len(json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True)))
+
+    async def run(c):
+        return (await c.list_tools(), await c.call_tool("match_skill", {"hotspot": FULL_HOTSPOT}),
+                await c.call_tool("match_profile", {"path": str(PROFILES / "torch_rocm_trace.json")}))
+
+    tools, match, profile = with_client(everything, run)
+    assert size(tools) <= 16_000 and size(match) <= 4_000 and size(profile) <= 8_000, (
+        size(tools), size(match), size(profile))
