@@ -115,7 +115,7 @@ def build_draft(new_id: str, source: ParsedCard, results: Sequence[StoredResult]
     match = src.match.model_dump(mode="json", exclude_none=True)
     match["gens"] = gen_list
     measured_iso = "; ".join(f"{r.speedup:.4g}x at {r.shape_text} ({r.candidate.name} vs {r.baseline.name}, "
-                             f"{r.platform.device})" for r in sorted(faster, key=lambda r: r.id))
+                             f"{r.platform.device}, {r.evidence.level})" for r in sorted(faster, key=lambda r: r.id))
     parity_bits = sorted({("passed" if r.parity_passed else "failed" if r.parity_passed is False else "not stated")
                           for r in results})
     verifier = src.verifier.model_dump(mode="json", exclude_none=True) if src.verifier else None
@@ -166,15 +166,15 @@ def build_draft(new_id: str, source: ParsedCard, results: Sequence[StoredResult]
 
 
 def _evidence_table(results: Sequence[StoredResult]) -> str:
-    rows = ["| record | shape | baseline | candidate | speedup | verdict | platform | date |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| record | evidence | shape | baseline | candidate | speedup | verdict | platform | date |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(results, key=lambda r: r.id):
         def t(a) -> str:  # noqa: ANN001
             return f"{a.name} ({a.time_ms:.4g} ms)" if a.time_ms else a.name
         sp = f"{r.speedup:.4g}x" if r.speedup else "-"
         if r.interval:
             sp += f" [{r.interval[0]:.4g}, {r.interval[1]:.4g}]"
-        rows.append(f"| #{r.id} | {r.shape_text} | {t(r.baseline)} | {t(r.candidate)} | {sp} | {r.verdict} | "
+        rows.append(f"| #{r.id} | {r.evidence.level} | {r.shape_text} | {t(r.baseline)} | {t(r.candidate)} | {sp} | {r.verdict} | "
                     f"{r.platform.key} ({r.platform.device}) | {r.recorded_at.date().isoformat()} |")
     return "\n".join(rows)
 

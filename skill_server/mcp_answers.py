@@ -11,6 +11,7 @@ records, the CLI's ``--json``).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from types import SimpleNamespace
 from typing import Any
 
 from mcp.types import CallToolResult, TextContent
@@ -97,6 +98,19 @@ def evidence_text(ev: Reverification | None) -> str:
     return "Evidence: " + "; ".join(parts) + "."
 
 
+def recipe_row(recipe: Any, validation: Any) -> dict[str, Any] | None:
+    """A recipe row; its measured speedup (prose from the card) labelled as a transcribed
+    figure with the card's GPU and validation date."""
+    if recipe is None:
+        return None
+    row = recipe.model_dump(mode="json")
+    text = row.pop("measured_speedup", None)
+    if text:
+        row["measured"] = {"level": "transcribed", "text": text, "platform": getattr(validation, "gpu", None),
+                           "date": getattr(validation, "last_verified", None), "source": "SKILL.md"}
+    return row
+
+
 # ------------------------------------------------------------------------ matching
 def _why(reasons: Iterable[Any], keep: tuple[str, ...]) -> list[str]:
     return [f"{r.criterion}: {r.detail}" for r in reasons if r.status in keep]
@@ -112,7 +126,7 @@ def match_view(result: Any, figures: int = 3) -> dict[str, Any]:
             "why": _why(m.reasons, ("unknown", "failed")),
             "shape_class": {"id": sc.class_id, "selection": sc.selection, "tuned": sc.tuned,
                             "validated_shape": sc.validated_shape, "advice": sc.advice} if sc is not None else None,
-            "recipe": m.recipe.model_dump(mode="json") if m.recipe is not None else None,
+            "recipe": recipe_row(m.recipe, m.validation),
             "expects": m.expectations.model_dump(mode="json"),
             "validation": {"status": m.validation.status, "last_verified": m.validation.last_verified,
                            "gpu": m.validation.gpu},
@@ -222,7 +236,7 @@ def recipe_view(view: Any) -> dict[str, Any]:
             "shape_class": {"id": sc.class_id, "selection": sc.selection, "tuned": sc.tuned,
                             "validated_shape": sc.validated_shape, "advice": sc.advice,
                             "caveats": sc.caveats} if sc is not None else None,
-            "recipe": view.recipe.model_dump(mode="json") if view.recipe is not None else None,
+            "recipe": recipe_row(view.recipe, SimpleNamespace(gpu=None, last_verified=view.last_verified)),
             "sections_shown": list(view.summary) if view.mode == "summary" else None,
             "available_sections": view.available_sections, "artifacts": view.artifacts,
             "validation_status": view.validation_status, "last_verified": view.last_verified,
