@@ -120,9 +120,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     ap.add_argument("--no-verify", action="store_true", help="skip run_verifier (about 10 s of CPU per server)")
     args = ap.parse_args()
+    from verifiers.device import cpu_name  # light: no torch at import
+
     res: dict = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                  "command": "python " + " ".join(sys.argv),
-                 "machine": f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cores, "
+                 "machine": f"{cpu_name()} ({platform.machine()}, {os.cpu_count()} cores), "
                             f"Python {platform.python_version()}, CPU only"}
     if args.baseline_root:
         res["baseline"] = anyio.run(measure, args.baseline_root.resolve(), not args.no_verify)

@@ -7,7 +7,6 @@ else ``<project>/var/ledger.sqlite``) picks the store. Exit codes: 0 ok, 1 findi
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -98,17 +97,9 @@ def _service(args):
 
 
 def _who(explicit: str | None) -> str:
-    if explicit:
-        return explicit
-    name = os.environ.get("SKILL_SERVER_USER")
-    if name:
-        return name
-    try:
-        import getpass
+    from .ledger_models import default_recorder
 
-        return getpass.getuser()
-    except (OSError, KeyError):
-        return "unknown"
+    return explicit or default_recorder()
 
 
 def _read_input(name: str) -> str:

@@ -64,10 +64,9 @@ def cmd_verify(args) -> int:
         if display:
             display.close()
     report = outcome.report
-    if args.report:
-        envelope = outcome if outcome.recorded is not None else None
-        signed = svc.get_report(outcome.report_id).envelope_json if envelope is not None else \
-            svc.signed_envelope(report).model_dump_json(exclude_none=True)
+    if args.report:  # the envelope record --from-report takes back (signed: this server's own run)
+        signed = (svc.get_report(outcome.report_id).envelope_json if outcome.recorded is not None
+                  else svc.signed_envelope(report).model_dump_json())
         Path(args.report).parent.mkdir(parents=True, exist_ok=True)
         Path(args.report).write_text(signed)
     if args.json:

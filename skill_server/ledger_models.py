@@ -113,6 +113,22 @@ def shape_text(dims: dict[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in dims.items())
 
 
+def default_recorder(tool: str | None = None) -> str:
+    """Who records when nobody says: ``$SKILL_SERVER_USER``, else the login name, with the
+    front end that recorded (``alice (run_verifier)``)."""
+    import os
+
+    name = os.environ.get("SKILL_SERVER_USER")
+    if not name:
+        try:
+            import getpass
+
+            name = getpass.getuser()
+        except (OSError, KeyError):
+            name = "unknown"
+    return f"{name} ({tool})" if tool else name
+
+
 def normalise_platform(platform: PlatformInfo) -> PlatformInfo:
     """Resolve the generation against the vocabulary (aliases such as MI355X -> gfx950).
     An unknown GPU generation is refused; a CPU keeps its machine arch."""

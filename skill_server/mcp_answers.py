@@ -11,6 +11,7 @@ records, the CLI's ``--json``).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import date, datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -33,6 +34,8 @@ def compact(value: Any) -> Any:
         return [compact(v) for v in value]
     if isinstance(value, float):
         return round(value, 6)
+    if isinstance(value, (date, datetime)):
+        return value.isoformat()
     return value
 
 
@@ -106,8 +109,9 @@ def recipe_row(recipe: Any, validation: Any) -> dict[str, Any] | None:
     row = recipe.model_dump(mode="json")
     text = row.pop("measured_speedup", None)
     if text:
+        date = getattr(validation, "date", None)
         row["measured"] = {"level": "transcribed", "text": text, "platform": getattr(validation, "gpu", None),
-                           "date": getattr(validation, "last_verified", None), "source": "SKILL.md"}
+                           "date": date.isoformat() if hasattr(date, "isoformat") else date}
     return row
 
 
@@ -128,8 +132,7 @@ def match_view(result: Any, figures: int = 3) -> dict[str, Any]:
                             "validated_shape": sc.validated_shape, "advice": sc.advice} if sc is not None else None,
             "recipe": recipe_row(m.recipe, m.validation),
             "expects": m.expectations.model_dump(mode="json"),
-            "validation": {"status": m.validation.status, "last_verified": m.validation.last_verified,
-                           "gpu": m.validation.gpu},
+            "validation": {"status": m.validation.status, "date": m.validation.date, "gpu": m.validation.gpu},
             "evidence": evidence_view(m.reverification, figures),
             "caveats": m.caveats,
         })
@@ -236,7 +239,7 @@ def recipe_view(view: Any) -> dict[str, Any]:
             "shape_class": {"id": sc.class_id, "selection": sc.selection, "tuned": sc.tuned,
                             "validated_shape": sc.validated_shape, "advice": sc.advice,
                             "caveats": sc.caveats} if sc is not None else None,
-            "recipe": recipe_row(view.recipe, SimpleNamespace(gpu=None, last_verified=view.last_verified)),
+            "recipe": recipe_row(view.recipe, SimpleNamespace(gpu=None, date=view.last_verified[:10])),
             "sections_shown": list(view.summary) if view.mode == "summary" else None,
             "available_sections": view.available_sections, "artifacts": view.artifacts,
             "validation_status": view.validation_status, "last_verified": view.last_verified,

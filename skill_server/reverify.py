@@ -15,7 +15,6 @@ that needs them.
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,7 +29,7 @@ from .reverify_probes import ProbeContext, ProbeLoadError, card_probes, check_pr
 from .reverify_stages import (GateRunner, VerifierRunner, claims_stage, decide, default_gate_runner,
                               default_verifier_runner, run_gate_stage, verifier_outcomes)
 
-__all__ = ["CardRun", "Reverifier", "ReverifyProgress", "ReverifyReport", "decide", "default_recorded_by", "now"]
+__all__ = ["CardRun", "Reverifier", "ReverifyProgress", "ReverifyReport", "decide", "now"]
 
 
 @dataclass
@@ -158,18 +157,6 @@ class Reverifier:
         if derived.skipped:
             stage.reason += f"; result rows not stored in the ledger ({'; '.join(derived.skipped)})"
         return stage, outcomes, report, derived.records
-
-
-def default_recorded_by() -> str:
-    name = os.environ.get("SKILL_SERVER_USER")
-    if not name:
-        try:
-            import getpass
-
-            name = getpass.getuser()
-        except (OSError, KeyError):
-            name = "unknown"
-    return f"{name} (reverify)"
 
 
 def now() -> datetime:

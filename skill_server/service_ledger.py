@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .claims import NEVER_REVERIFIED, Figure, Reverification, select_figures, summarise
 from .evidence import EvidenceLevel
-from .ledger_models import LedgerError, ResultRecord, StoredResult, StoredReverification
+from .ledger_models import LedgerError, ResultRecord, StoredResult, StoredReverification, default_recorder
 from .service_errors import ServiceError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -173,7 +173,7 @@ class LedgerService:
         signed = sign_fresh(report, None)
         if record:
             try:  # a finished run is never lost to a recording problem: it stays readable by id
-                outcome.recorded = self._record_signed(signed, card_id, recorded_by or _who("verify"), verified=True,
+                outcome.recorded = self._record_signed(signed, card_id, recorded_by or default_recorder("verify"), verified=True,
                                                        source="verifier_report")
                 return outcome
             except ServiceError as exc:
@@ -215,7 +215,7 @@ class LedgerService:
             held = self._reports.get(report_id)
         if held is not None:
             return ReportView(report_id=report_id, level="verified", recorded=False,
-                              envelope_json=held.signed.model_dump_json(exclude_none=True))
+                              envelope_json=held.signed.model_dump_json())
         try:
             stored = self.ledger.report(report_id)
         except LedgerError as exc:
@@ -254,13 +254,13 @@ class LedgerService:
                                    f"older than the last {REPORT_CACHE_SIZE} runs; send the report itself instead")
             if card_id is not None and card_id != held.card_id:
                 raise ServiceError(f"report {report_id} verified card {held.card_id!r}, not {card_id!r}")
-            receipt = self._record_signed(held.signed, held.card_id, recorded_by or _who("record_result"),
+            receipt = self._record_signed(held.signed, held.card_id, recorded_by or default_recorder("record_result"),
                                           verified=True, source="verifier_report")
             with self._reports_lock:
                 self._reports.pop(report_id, None)
             return receipt
         if report is not None:
-            return self._record_submitted_report(report, card_id, recorded_by or _who("record_result"))
+            return self._record_submitted_report(report, card_id, recorded_by or default_recorder("record_result"))
         return self._record_records(record)
 
     def _record_records(self, record: Any) -> RecordReceipt:
@@ -364,7 +364,7 @@ class LedgerService:
 
         from .ledger_models import ReverificationRow, normalise_platform
         from .report_records import sign_fresh, stored_report
-        from .reverify import Reverifier, ReverifyReport, default_recorded_by, now
+        from .reverify import Reverifier, ReverifyReport, now
         from .reverify_stages import default_gate_runner, default_verifier_runner
 
         catalog = self.catalog
@@ -376,7 +376,7 @@ class LedgerService:
         except ValueError as exc:
             raise ServiceError(f"platform: {exc}") from None
         rev = read_git_revision(self.project_root).text
-        who = recorded_by or default_recorded_by()
+        who = recorded_by or default_recorder("reverify")
         rv = Reverifier(project_root=self.project_root, platform=plat, recorded_by=who, git_rev=rev,
                         probes=dict(probes) if probes is not None else None,
                         gate_runner=(gate_runner or default_gate_runner) if gates else None,
@@ -443,20 +443,6 @@ class LedgerService:
             raise ServiceError(str(exc)) from None
         self.reload()
         return result
-
-
-def _who(tool: str) -> str:
-    import os
-
-    name = os.environ.get("SKILL_SERVER_USER")
-    if not name:
-        try:
-            import getpass
-
-            name = getpass.getuser()
-        except (OSError, KeyError):
-            name = "unknown"
-    return f"{name} ({tool})"
 
 
 __all__ = ["ExportResult", "LedgerService", "RecordReceipt", "ReportView", "ValidationHistory", "VerifyOutcome"]

@@ -14,8 +14,8 @@ QUICK = ["--shape", "128x256x512", "--no-profile", "--no-timing", "--seed", "0",
 OPTIONS = {"hidden_shapes": False, "timing": False, "profile": False, "seeds": [0], "secret_seed": False}
 
 
-def _cli(*args, ledger=None):
-    where = ["--ledger", str(ledger)] if ledger else ["--no-record"]
+def _cli(*args, ledger=None, record=True):
+    where = (["--ledger", str(ledger)] if ledger else []) + ([] if ledger and record else ["--no-record"])
     return subprocess.run([sys.executable, "-m", "skill_server.cli", "verify", "flydsl_fp8_blockscale_gemm", *args,
                            *where], capture_output=True, text=True, timeout=300)
 
@@ -23,11 +23,17 @@ def _cli(*args, ledger=None):
 def test_cli_verify_passes_an_exact_arm_and_fails_the_e8m0_trap(tmp_path):
     from skill_server.ledger import Ledger
 
-    ok = _cli("--candidate", "arm:torch_dequant", "--baseline", "torch_dequant", "--json", *QUICK)
+    ledger = tmp_path / "l.sqlite"
+    ok = _cli("--candidate", "arm:torch_dequant", "--baseline", "torch_dequant", "--json", "--report",
+              str(tmp_path / "ok.json"), *QUICK, ledger=ledger, record=False)
     assert ok.returncode == 0, ok.stderr[-2000:]
     report = json.loads(ok.stdout)
     assert report["card_id"] == "flydsl_fp8_blockscale_gemm" and report["stages"]["parity"]["status"] == "PASS"
-    ledger = tmp_path / "l.sqlite"
+    assert not ledger.exists()  # --no-record: nothing stored (the signed report is in ok.json)
+    # timing was off, so there is nothing timed to record: a clear refusal, nothing written
+    rec = subprocess.run([sys.executable, "-m", "skill_server.cli", "record", "--from-report", str(tmp_path / "ok.json"),
+                          "--ledger", str(ledger)], capture_output=True, text=True, timeout=120)
+    assert rec.returncode == 2 and "no result to record" in rec.stderr and "INCONCLUSIVE" in rec.stderr
     bad = _cli("--candidate", "arm:e8m0_scaled", "--baseline", "torch_dequant", "--report",
                str(tmp_path / "r.json"), *QUICK, ledger=ledger)
     assert bad.returncode == 1 and "FAIL" in bad.stdout and "recorded 1 result(s) as verified" in bad.stdout
@@ -35,6 +41,9 @@ def test_cli_verify_passes_an_exact_arm_and_fails_the_e8m0_trap(tmp_path):
     assert r.verdict == "FAIL" and r.evidence.level == "verified" and r.candidate.name == "e8m0_scaled"
     envelope = json.loads((tmp_path / "r.json").read_text())
     assert envelope["digest"] == r.evidence.report_digest and envelope["signature"]["value"]
+    again = subprocess.run([sys.executable, "-m", "skill_server.cli", "record", "--from-report", str(tmp_path / "r.json"),
+                            "--ledger", str(ledger)], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2 and "already recorded" in again.stderr
 
 
 def test_cli_verify_refuses_a_card_without_binding_or_an_unknown_arm():
