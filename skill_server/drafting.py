@@ -73,8 +73,16 @@ class PromoteResult(BaseModel):
 
 
 def default_drafts_dir(project_root: Path) -> Path:
+    """``$SKILL_SERVER_DRAFTS_DIR``, else ``<project>/drafts``; for the read-only cards of an
+    installed package, ``drafts/`` in the user's state folder."""
+    from . import is_embedded, state_dir
+
     explicit = os.environ.get(DRAFTS_ENV)
-    return Path(explicit).expanduser().resolve() if explicit else (Path(project_root) / "drafts").resolve()
+    if explicit:
+        return Path(explicit).expanduser().resolve()
+    if is_embedded(project_root):
+        return (state_dir(project_root) / "drafts").resolve()
+    return (Path(project_root) / "drafts").resolve()
 
 
 def _floor2(x: float) -> float:

@@ -46,11 +46,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from verifiers.locations import STATE_ENV as STATE_DIR_ENV
+
 EvidenceLevel = Literal["verified", "reported", "transcribed"]
 StoredLevel = Literal["verified", "reported"]
 SCHEME = "hmac-sha256"
 KEY_FILE = "signing.key"
-STATE_DIR_ENV = "SKILL_SERVER_STATE_DIR"
 KEY_ENV = "SKILL_SERVER_KEY"
 _KEY_BYTES = 32
 

@@ -51,7 +51,9 @@ def default_ledger_path(project_root: Path, explicit: str | Path | None = None) 
     chosen = explicit or os.environ.get(LEDGER_ENV)
     if chosen:
         return Path(chosen).expanduser().resolve()
-    return (Path(project_root) / DEFAULT_RELATIVE_PATH).resolve()
+    from . import state_dir  # <project>/var in a checkout; the user's state folder for an installed package
+
+    return (state_dir(project_root) / DEFAULT_RELATIVE_PATH.name).resolve()
 
 
 def default_state_dir(ledger_path: Path) -> Path:

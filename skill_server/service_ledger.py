@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import embedded_write_problem, is_embedded
 from .claims import NEVER_REVERIFIED, Figure, Reverification, select_figures, summarise
 from .evidence import EvidenceLevel
 from .ledger_models import LedgerError, ResultRecord, StoredResult, StoredReverification, default_recorder
@@ -340,6 +341,8 @@ class LedgerService:
         target = Path(path) if path else parsed.folder / DEFAULT_EXPORT_NAME
         if not target.is_absolute():
             target = self.project_root / target
+        if why := embedded_write_problem(target):
+            raise ServiceError(why)
         try:
             results = self.ledger.history(card_id=card_id, shape=shape, platform=platform, limit=10_000)
             artifact = artifact_from_results(card_id, results, self.ledger.store.location)
@@ -375,7 +378,7 @@ class LedgerService:
             plat = normalise_platform(platform or detect_platform())
         except ValueError as exc:
             raise ServiceError(f"platform: {exc}") from None
-        rev = read_git_revision(self.project_root).text
+        rev = None if is_embedded(self.project_root) else read_git_revision(self.project_root).text
         who = recorded_by or default_recorder("reverify")
         rv = Reverifier(project_root=self.project_root, platform=plat, recorded_by=who, git_rev=rev,
                         probes=dict(probes) if probes is not None else None,
@@ -437,6 +440,8 @@ class LedgerService:
     def promote_draft(self, draft_id: str) -> "PromoteResult":
         from .drafting import promote
 
+        if why := embedded_write_problem(self.skills_dir):
+            raise ServiceError(why)
         try:
             result = promote(draft_id, self.drafts_dir, self.skills_dir, self.catalog, self.project_root)
         except (LedgerError, ValueError) as exc:

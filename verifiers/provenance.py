@@ -34,6 +34,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from verifiers import locations
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LIBRARIES = ("torch", "triton", "flydsl", "numpy", "pydantic", "mcp", "gpu-skill-server")
 Runtime = Literal["cuda", "rocm", "cpu"]
@@ -213,6 +215,9 @@ def _git(args: list[str], cwd: Path) -> str | None:
 def read_git_revision(root: Path = REPO_ROOT) -> GitRevision:
     """The revision of the project at ``root`` (see the module docstring for vendoring)."""
     root = Path(root).resolve()
+    if locations.INSTALLED and (root == REPO_ROOT or locations.is_embedded(root)):
+        # an installed wheel has no repository of its own (site-packages may sit inside another one)
+        return GitRevision(scope="none", note="an installed package: no repository of its own")
     top_text = _git(["rev-parse", "--show-toplevel"], root)
     if not top_text:
         return GitRevision(scope="none", note=f"{root} is not inside a git repository")

@@ -33,10 +33,11 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from verifiers import locations
 from verifiers.gfx950 import env as _env
 from verifiers.gfx950.isa import KernelArtifacts, ir_function, kernel_names, parse_resources
 
-KERNELS_DIR = _env.REPO_ROOT / "kernels"
+KERNELS_DIR = locations.KERNELS_DIR
 #: files of this package that shape the compiled code
 _OWN_SOURCES = ("verifiers/gfx950/compile.py", "verifiers/gfx950/env.py")
 EXIT_SKIPPED = 3  # the child found the toolchain missing
@@ -144,7 +145,7 @@ def _sources_unchanged(sources: dict[str, str]) -> bool:
     if not sources:
         return False
     for rel, digest in sources.items():
-        f = _env.REPO_ROOT / rel
+        f = locations.repo_path(rel)
         if not f.is_file() or _sha256(f) != digest:
             return False
     return True
@@ -199,13 +200,11 @@ def _run_batch(folder: str, names: list[str], root: Path, timeout_s: float) -> d
         out = Path(tmp)
         cmd = [sys.executable, "-m", "verifiers.gfx950.compile", folder, str(out), str(root), *names]
         child_env = dict(os.environ)
-        child_env["PYTHONPATH"] = os.pathsep.join(
-            [str(_env.REPO_ROOT)] + ([child_env["PYTHONPATH"]] if child_env.get("PYTHONPATH") else [])
-        )
+        child_env["PYTHONPATH"] = locations.child_pythonpath(child_env.get("PYTHONPATH"))
         limit = timeout_s * len(names)
         try:
             proc = subprocess.run(
-                cmd, cwd=str(_env.REPO_ROOT), env=child_env, capture_output=True, text=True, timeout=limit
+                cmd, cwd=str(locations.CODE_ROOT if not locations.INSTALLED else out), env=child_env, capture_output=True, text=True, timeout=limit
             )
             rc, tail = proc.returncode, (proc.stdout[-2000:] + "\n" + proc.stderr[-4000:]).strip()
         except subprocess.TimeoutExpired:
@@ -268,16 +267,16 @@ def _kernel_artifacts(d: Path, name: str) -> KernelArtifacts:
 def _imported_sources(extra: tuple[str, ...]) -> dict[str, str]:
     """sha256 of the repo files that shape the compile: imported kernel modules, this
     package's compile/env code and the target's declared extra sources."""
-    root = _env.REPO_ROOT
-    files: set[Path] = {root / s for s in _OWN_SOURCES} | {root / s for s in extra}
+    files: set[Path] = {locations.repo_path(s) for s in (*_OWN_SOURCES, *extra)}
     for mod in list(sys.modules.values()):
         f = getattr(mod, "__file__", None)
         if not f:
             continue
         p = Path(f).resolve()
-        if p.is_relative_to(KERNELS_DIR) or p.is_relative_to(root / "skill_kernels"):
+        if p.is_relative_to(KERNELS_DIR) or p.is_relative_to(locations.CODE_ROOT / "skill_kernels"):
             files.add(p)
-    return {str(p.relative_to(root)): _sha256(p) for p in sorted(files) if p.is_file()}
+    keyed = {rel: p for p in files if p.is_file() and (rel := locations.repo_relative(p)) is not None}
+    return {rel: _sha256(p) for rel, p in sorted(keyed.items())}
 
 
 def _compile_one(folder: str, name: str, d: Path) -> None:
