@@ -54,11 +54,15 @@ def check_install(ctx: CheckContext) -> CheckResult:
 # ------------------------------------------------------------------------------ cards
 def prerequisite_checks(parsed: Any, project_root: Path) -> list[Any]:
     """The re-verification's prerequisite checks of one card (``reverify.PrerequisiteCheck``)."""
-    from .reverify import PROBES, ProbeContext, check_prerequisite
+    from .reverify_probes import ProbeContext, ProbeLoadError, card_probes, check_prerequisite
 
     card = parsed.card
-    ctx = ProbeContext(project_root=project_root, card=card, prerequisite=None)  # type: ignore[arg-type]
-    return [check_prerequisite(p, ctx, PROBES) for p in card.prerequisites]
+    try:
+        probes = card_probes(project_root, card)
+    except ProbeLoadError:
+        probes = {}  # every capability then reads "no probe": lint names the broken file
+    ctx = ProbeContext(project_root=project_root, card_id=card.id)
+    return [check_prerequisite(p, ctx, probes) for p in card.prerequisites]
 
 
 def _fix_for(check: Any, card_id: str) -> str:
