@@ -221,6 +221,17 @@ class Wave:
             vals = _float_mods(vals, op, ftype)
         return vals, p
 
+    def vread_parts(self, op, ins, ftype: str = "b32", dwords: int = 1):  # noqa: ANN001
+        """Like ``vread`` but poison per dword ([dwords, 64]): for operands whose dwords are
+        used separately (packed math with op_sel, MFMA accumulators)."""
+        vals, p = self.vread(op, ins, ftype, dwords)
+        if isinstance(op, Reg) and op.file == "v":
+            pois = self.vp[op.index : op.index + dwords].copy()
+            if self.pending_v and any(r in self.pending_v for r in range(op.index, op.index + dwords)):
+                pois[:] = POISON
+            return vals, pois
+        return vals, np.broadcast_to(p, (dwords, LANES))
+
     def vwrite(self, op_or_index, values: np.ndarray, poison: np.ndarray, mask: np.ndarray | None = None) -> None:  # noqa: ANN001
         """Write per-lane dwords (values [n, 64] or [64]) where exec (or ``mask``) is set."""
         i = op_or_index if isinstance(op_or_index, int) else op_or_index.index

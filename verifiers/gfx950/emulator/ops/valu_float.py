@@ -184,33 +184,33 @@ def _div_fixup(w, ins):  # noqa: ANN001
 # ------------------------------------------------------------------ packed f32 (VOP3P)
 def _pk_operand(w, ins, k: int, types: str = "f32"):  # noqa: ANN001
     """Lo/hi f32 halves of packed source ``k`` after op_sel / op_sel_hi / neg_lo / neg_hi."""
-    v, p = w.vread(ins.operands[1 + k], ins, "b64", 2)
+    v, p = w.vread_parts(ins.operands[1 + k], ins, "b64", 2)
     sel = ins.modifiers.get("op_sel", (0, 0, 0))
     sel_hi = ins.modifiers.get("op_sel_hi", (1, 1, 1))
     neg_lo = ins.modifiers.get("neg_lo", (0, 0, 0))
     neg_hi = ins.modifiers.get("neg_hi", (0, 0, 0))
-    lo = v[1 if k < len(sel) and sel[k] else 0].copy()
-    hi = v[1 if k >= len(sel_hi) or sel_hi[k] else 0].copy()
+    i_lo = 1 if k < len(sel) and sel[k] else 0
+    i_hi = 1 if k >= len(sel_hi) or sel_hi[k] else 0
+    lo, hi = v[i_lo].copy(), v[i_hi].copy()
     if k < len(neg_lo) and neg_lo[k]:
         lo ^= U32(0x80000000)
     if k < len(neg_hi) and neg_hi[k]:
         hi ^= U32(0x80000000)
-    return f32(lo), f32(hi), p
+    return f32(lo), f32(hi), (p[i_lo], p[i_hi])  # poison of the dword each half reads
 
 
 def _pk(name: str, n: int, fn) -> None:  # noqa: ANN001
     def h(w, ins):  # noqa: ANN001
         parts = [_pk_operand(w, ins, k) for k in range(n)]
-        p = parts[0][2]
+        p_lo, p_hi = parts[0][2]
         for part in parts[1:]:
-            p = p | part[2]
+            p_lo, p_hi = p_lo | part[2][0], p_hi | part[2][1]
         with np.errstate(all="ignore"):
             lo = fn(*[x[0] for x in parts])
             hi = fn(*[x[1] for x in parts])
         if ins.modifiers.get("clamp"):
             lo, hi = (np.clip(np.nan_to_num(x, nan=0.0), 0, 1).astype(np.float32) for x in (lo, hi))
-        fp = full_poison(p)
-        w.vwrite(ins.operands[0], np.stack([bits(lo), bits(hi)]), np.stack([fp, fp]))
+        w.vwrite(ins.operands[0], np.stack([bits(lo), bits(hi)]), np.stack([full_poison(p_lo), full_poison(p_hi)]))
 
     op(name)(h)
 
@@ -223,12 +223,11 @@ _pk("v_pk_fma_f32", 3, fma_f32)
 @op("v_pk_mov_b32")
 def _pk_mov(w, ins):  # noqa: ANN001
     # v_pk_mov_b32 vdst[2], src0[2], src1[2] op_sel:[a,b]: lo = src0[a], hi = src1[b]
-    v0, p0 = w.vread(ins.operands[1], ins, "b64", 2)
-    v1, p1 = w.vread(ins.operands[2], ins, "b64", 2)
+    v0, p0 = w.vread_parts(ins.operands[1], ins, "b64", 2)
+    v1, p1 = w.vread_parts(ins.operands[2], ins, "b64", 2)
     sel = ins.modifiers.get("op_sel", (0, 0))
-    lo, hi = v0[sel[0]], v1[sel[1] if len(sel) > 1 else 0]
-    fp = full_poison(p0 | p1)
-    w.vwrite(ins.operands[0], np.stack([lo, hi]), np.stack([fp, fp]))
+    i0, i1 = sel[0], sel[1] if len(sel) > 1 else 0
+    w.vwrite(ins.operands[0], np.stack([v0[i0], v1[i1]]), np.stack([p0[i0], p1[i1]]))
 
 
 # ------------------------------------------------------------------ float compares
