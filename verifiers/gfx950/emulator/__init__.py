@@ -8,7 +8,7 @@ Modules, one job each: ``elf`` / ``msgpack_reader`` / ``descriptor`` / ``code_ob
 (loading), ``decoder`` (LLVM's disassembler -> ``Instruction``), ``operands``, ``state``
 (per-wave registers and poison), ``memory`` (argument buffers, LDS), ``hazards``,
 ``ops/`` (instruction semantics by family), ``numerics`` (fp8/bf16/fma), ``program``,
-``executor`` (waves and barriers), ``launch`` (argument checks, register setup),
+``executor`` (waves and barriers), ``dispatch`` (argument checks, register setup, ``launch``),
 ``report`` (typed result), ``flydsl_host`` / ``flydsl_arm`` (FlyDSL launchers and the cards'
 arms on the emulator). Importing this package imports neither torch nor flydsl.
 """
@@ -40,10 +40,10 @@ __all__ = [
 ]
 
 
-def launch(*args, **kwargs):  # noqa: ANN002, ANN003 - see launch.launch
-    from verifiers.gfx950.emulator.launch import launch as _launch
+def launch(*args, **kwargs):  # noqa: ANN002, ANN003 - see dispatch.launch
+    from verifiers.gfx950.emulator.dispatch import launch as _launch
 
     return _launch(*args, **kwargs)
 
 
-launch.__doc__ = "Run one kernel dispatch on CPU tensors; see ``verifiers.gfx950.emulator.launch.launch``."
+launch.__doc__ = "Run one kernel dispatch on CPU tensors; see ``verifiers.gfx950.emulator.dispatch.launch``."

@@ -37,7 +37,7 @@ class EmulatedKernel:
         self.reports: list[LaunchReport] = []
 
     def __call__(self, *launcher_args: Any) -> LaunchReport:
-        from verifiers.gfx950.emulator.launch import launch
+        from verifiers.gfx950.emulator.dispatch import launch
 
         hl = self.host.run(launcher_args)
         report = launch(self.code_object, hl.kernel, hl.grid, hl.block, hl.args, dynamic_lds_bytes=hl.dynamic_lds_bytes)
