@@ -79,3 +79,28 @@ def test_host_launcher_computes_the_grid():
         hl = gemm.host.run(args)
         assert hl.grid == (-(-m // 64), n // 256, 1) and hl.block == (256, 1, 1)
         assert len(hl.args) == len(gemm.code_object.kernel(hl.kernel).explicit_args)
+
+
+def test_fp8_store_and_reduce_are_bit_exact():
+    """The emulated FlyDSL store epilogue writes the very e4m3 bytes the Triton arm writes
+    ((acc * w) * s, clamp, round to nearest even), and the emulated reduce turns them into
+    the very bf16 output: v_cvt_pk_fp8_f32 / v_cvt_pk_f32_fp8 checked bit for bit."""
+    import torch
+
+    from skill_kernels.flydsl_prefill_moe_stage2_fp8partial import triton_arms
+    from verifiers.gfx950.emulator.flydsl_arm import emulated_builder
+    from verifiers.gfx950.targets import load_targets
+    from verifiers.problem import load_problem
+
+    folder = "flydsl_prefill_moe_stage2_fp8partial"
+    problem = load_problem(folder)
+    dims = dict(load_targets(folder).emulated_arm("fp8_epilogue").dims)
+    inputs = problem.make_inputs(dims, 1, "cpu")
+    emu_out, tri_out = problem.make_outputs(dims, "cpu")["out"], problem.make_outputs(dims, "cpu")["out"]
+    emu = emulated_builder(folder, "fp8_epilogue")(inputs, {"out": emu_out})
+    emu()
+    tri = triton_arms.build_fp8({k: v.clone() for k, v in inputs.items()}, {"out": tri_out})
+    tri()
+    assert emu.producer_scale == tri.producer_scale == emu.reducer_scale
+    assert torch.equal(emu.partial.view(torch.uint8), tri.partial.view(torch.uint8))
+    assert torch.equal(emu_out, tri_out)

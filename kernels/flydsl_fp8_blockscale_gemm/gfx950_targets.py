@@ -175,7 +175,12 @@ def _emulated(name: str, dims: dict, cfg: BlockscaleConfig, arm: str, descriptio
 #: the smallest shape with a ping-pong pair (K = 2 tiles) and two M tiles
 EMU_SMALL = {"M": 128, "N": 256, "K": 256}
 
+#: the smallest valid shape of the card config: one 64-row tile, one 256-wide N tile, one K tile
+EMU_SMALLEST = {"M": 64, "N": 256, "K": 128}
+
 EMULATED_ARMS = [
+    _emulated("xcd8_smallest", EMU_SMALLEST, CARD_CONFIG_XCD8, "flydsl_4wave",
+              "card config at its smallest valid shape (the emulator benchmark's case)"),
     _emulated("xcd8_small", EMU_SMALL, CARD_CONFIG_XCD8, "flydsl_4wave",
               "card config (t64x256x128 wpe2, async A copy, cshuffle, XCD swizzle 8)"),
     _emulated("xcd0_small", EMU_SMALL, CARD_CONFIG, "flydsl_4wave_xcd0", "the xcd0 ablation (no CTA remap)"),

@@ -89,6 +89,13 @@ def build_fp8_epilogue(inputs: Tensors, outputs: Tensors) -> Stage2Launch:
 # scale is a compile-time constant (``config["scale"]``), the producer's is calibrated.
 
 
+def _reducer_scale(kernels: dict, producer: float | None) -> float | None:
+    """The scale the emulated reducer was compiled with: the calibrated one times the
+    target's ``scale_factor`` (2.0 for the deliberately mismatched reducer)."""
+    cfg = kernels["reduce"].config
+    return producer * cfg.get("scale_factor", 1.0) if cfg.get("fp8") and producer is not None else None
+
+
 def _emulated_reduce(kernels: dict, partial: "torch.Tensor", out: "torch.Tensor", m: int):
     import torch
 
@@ -108,7 +115,7 @@ def build_stage2_emulated(inputs: Tensors, outputs: Tensors, kernels: dict, *, f
     gemm, gname = triton_stage2_gemm.launcher(inputs, partial, scale)
     rname, red = _emulated_reduce(kernels, partial, out, d["M"])
     return Stage2Launch(steps=((gname, gemm), (rname, red)), partial=partial, producer_scale=scale,
-                        reducer_scale=kernels["reduce"].config.get("scale"), annotate=True)
+                        reducer_scale=_reducer_scale(kernels, scale), annotate=True)
 
 
 def build_fp8_emulated(inputs: Tensors, outputs: Tensors, kernels: dict) -> Stage2Launch:
@@ -138,6 +145,5 @@ def build_fp8_epilogue_emulated(inputs: Tensors, outputs: Tensors, kernels: dict
     return Stage2Launch(
         steps=((gname, gemm), (store.kernel_name, lambda: store(acc, sorted_ids, weights, dst, rows, num_valid)),
                (rname, red)),
-        partial=partial, producer_scale=store.config.get("scale"), reducer_scale=kernels["reduce"].config.get("scale"),
-        annotate=True,
+        partial=partial, producer_scale=scale, reducer_scale=_reducer_scale(kernels, scale), annotate=True,
     )

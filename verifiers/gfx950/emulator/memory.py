@@ -174,11 +174,14 @@ class Lds:
         return (addrs >= 0) & (addrs + size <= self.size)
 
     def dwords(self, addrs: np.ndarray, size: int) -> np.ndarray:
+        """The distinct LDS dwords the lanes' [addr, addr + size) accesses touch, sorted."""
         first = addrs // 4
         last = (addrs + size - 1) // 4
         span = int((last - first).max()) + 1 if addrs.size else 0
         d = first[:, None] + np.arange(span)
-        return np.unique(d[d <= last[:, None]])
+        touched = np.zeros(self.writer.size, dtype=bool)
+        touched[d[d <= last[:, None]]] = True
+        return np.flatnonzero(touched)
 
     def note_read(self, d: np.ndarray, wave: int, epoch: int) -> np.ndarray:
         """Record a read of dwords ``d``; return the dwords another wave wrote this epoch."""
