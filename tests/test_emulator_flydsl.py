@@ -104,3 +104,35 @@ def test_fp8_store_and_reduce_are_bit_exact():
     assert emu.producer_scale == tri.producer_scale == emu.reducer_scale
     assert torch.equal(emu.partial.view(torch.uint8), tri.partial.view(torch.uint8))
     assert torch.equal(emu_out, tri_out)
+
+
+def test_check_kernel_emulate_cli(capsys):
+    """``skill-server check-kernel CARD --emulate --json``: the gates and every emulated arm in one document."""
+    import json
+
+    from skill_server.cli import main
+
+    rc = main(["check-kernel", "flydsl_mxfp8_8wave_gemm", "--target", "bm128_bn128_k2048", "--emulate", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0, doc
+    assert doc["emulation"]["platform"] == "gfx950-emulated"
+    arms = {a["emulated_arm"]: a for a in doc["emulation"]["arms"]}
+    assert arms["real_2x2"]["parity_holds"] and not arms["scales_pinned"]["parity_holds"]
+    assert doc["gates"]
+
+
+def test_emulate_command_reports_a_wrong_expectation(capsys, monkeypatch):
+    """If a deliberately wrong arm were to pass parity, the command must fail (exit 1)."""
+    from verifiers.gfx950.emulator import flydsl_arm
+    from verifiers.gfx950.emulator.cli import emulate_command
+
+    real = flydsl_arm.run_emulated_parity
+
+    def flipped(folder, name, seed=0):  # noqa: ANN001, ANN202
+        r = real(folder, name, seed)
+        return r.model_copy(update={"expect_parity": not r.expect_parity})
+
+    monkeypatch.setattr(flydsl_arm, "run_emulated_parity", flipped)
+    rc = emulate_command("flydsl_mxfp8_8wave_gemm", arm="real_2x2")
+    out = capsys.readouterr().out
+    assert rc == 1 and "NOT AS EXPECTED" in out
