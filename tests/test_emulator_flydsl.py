@@ -42,6 +42,9 @@ def test_emulated_arm_parity(folder, arm):
                            f"{'to hold' if r.expect_parity else 'to fail'}; {r.failures}")
     assert not r.hazards, r.hazards
     assert r.launches and all(rep.instructions > 0 for rep in r.launches)
+    if (folder, arm) == ("flydsl_mxfp8_8wave_gemm", "real_4x1_tail"):
+        # the M tail inside a 256-row block: buffer-resource bounds read 0 / drop stores, as on silicon
+        assert r.launches[0].buffer_oob_loads > 0 and r.launches[0].buffer_oob_stores > 0
 
 
 def test_host_layout_matches_flydsl_packing():

@@ -118,3 +118,17 @@ def test_tensor_too_small_for_what_the_kernel_reads(cast_binary):
     x, y4, y5 = torch.zeros(100), torch.zeros(5000, dtype=torch.uint8), torch.zeros(5000, dtype=torch.uint8)
     with pytest.raises(MemoryAccessError, match=r"global_load_dword.*outside every argument's buffer.*argument 0"):
         launch(cast_binary.hsaco, cast_binary.name, 5, 256, [x, y4, y5, 5000, None, None])
+
+
+def test_access_past_a_view_into_a_larger_storage_is_refused(cast_binary):
+    """x is the first 100 floats of a bigger storage: the kernel may not read the bytes
+    after x even though they belong to the same allocation."""
+    import torch
+
+    from verifiers.gfx950.emulator import MemoryAccessError, launch
+
+    big = torch.zeros(10_000)
+    x = big[:100]
+    y4, y5 = torch.zeros(5000, dtype=torch.uint8), torch.zeros(5000, dtype=torch.uint8)
+    with pytest.raises(MemoryAccessError, match=r"outside every argument's buffer.*argument 0.*bytes past its end"):
+        launch(cast_binary.hsaco, cast_binary.name, 5, 256, [x, y4, y5, 5000, None, None])
