@@ -22,6 +22,7 @@ def _llvm():
     [
         ("fp8_gemm_16x16x128", "v_mfma_f32_16x16x128_f8f6f4"),
         ("fp8_gemm_32x32x64", "v_mfma_f32_32x32x64_f8f6f4"),
+        ("bf8_gemm_16x16x128", "v_mfma_f32_16x16x128_f8f6f4"),  # cbsz:1 blgp:1 (e5m2 operands)
         ("bf16_gemm", "v_mfma_f32_32x32x16_bf16"),
         ("mxfp8_dot_scaled", "v_mfma_scale_f32_32x32x64_f8f6f4"),
         ("row_reduce", "v_add_f32_dpp"),

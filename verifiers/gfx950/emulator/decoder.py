@@ -68,40 +68,21 @@ def find_objdump() -> str:
     )
 
 
-def _split_top(s: str) -> list[str]:
-    """Split at commas outside brackets/parentheses."""
+def split_top_level(s: str, sep: str, opens: str = "[(", closes: str = "])") -> list[str]:
+    """Split ``s`` at ``sep`` outside brackets; empty pieces dropped, pieces stripped."""
     out, depth, cur = [], 0, []
     for ch in s:
-        if ch in "[(":
+        if ch in opens:
             depth += 1
-        elif ch in "])":
+        elif ch in closes:
             depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur).strip())
+        if ch == sep and depth == 0:
+            out.append("".join(cur))
             cur = []
         else:
             cur.append(ch)
-    if cur and "".join(cur).strip():
-        out.append("".join(cur).strip())
-    return out
-
-
-def _split_spaces(s: str) -> list[str]:
-    out, depth, cur = [], 0, []
-    for ch in s:
-        if ch in "[(":
-            depth += 1
-        elif ch in "])":
-            depth -= 1
-        if ch == " " and depth == 0:
-            if cur:
-                out.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    if cur:
-        out.append("".join(cur))
-    return out
+    out.append("".join(cur))
+    return [p.strip() for p in out if p.strip()]
 
 
 def _modifier(tok: str) -> tuple[str, object]:
@@ -125,11 +106,11 @@ def parse_line(text: str) -> tuple[str, list[Operand], dict[str, object]]:
     rest = parts[1]
     if mnemonic in ("s_waitcnt", "s_setreg_imm32_b32", "s_setreg_b32", "s_getreg_b32", "s_sendmsg"):
         return mnemonic, [], {"raw": rest}  # fields come from the encoding
-    chunks = _split_top(rest)
+    chunks = split_top_level(rest, ",")
     operands: list[Operand] = []
     modifiers: dict[str, object] = {}
     for i, chunk in enumerate(chunks):
-        toks = _split_spaces(chunk)
+        toks = split_top_level(chunk, " ")
         if not toks:
             continue
         if i < len(chunks) - 1:

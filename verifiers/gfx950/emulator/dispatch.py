@@ -244,5 +244,4 @@ def _make_waves(group: Workgroup, info: KernelInfo, ctx: Context, gid, block, kv
         w.v[0, :n] = lanes
         w.vp[0, :n] = 0
         waves.append(w)
-        group.waves = waves
     return waves

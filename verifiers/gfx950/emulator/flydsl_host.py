@@ -19,6 +19,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from verifiers.gfx950.emulator.decoder import split_top_level
 from verifiers.gfx950.emulator.errors import LaunchArgumentError
 
 _FUNC = re.compile(r"llvm\.func @(?P<name>[\w.$]+)\((?P<params>.*?)\)\s*(?:attributes\s*\{[^}]*\})?\s*\{", re.S)
@@ -133,7 +134,7 @@ class HostFunction:
         grid = tuple(int(_val(v.strip(), env)) for v in m.group("grid").split(","))
         block = tuple(int(_val(v.strip(), env)) for v in m.group("block").split(","))
         args = []
-        for item in _split_args(m.group("args")):
+        for item in split_top_level(m.group("args"), ",", "<(", ">)"):
             ref = item.split(":", 1)[0].strip()
             args.append(env[ref])
         dyn = int(_val(m.group("dyn"), env)) if m.group("dyn") else 0
@@ -150,23 +151,6 @@ def _matching_brace(text: str, open_at: int) -> int:
             if depth == 0:
                 return i
     return len(text)
-
-
-def _split_args(s: str) -> list[str]:
-    out, depth, cur = [], 0, []
-    for ch in s:
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    if "".join(cur).strip():
-        out.append("".join(cur))
-    return out
 
 
 def _wrap(v: int, bits: int) -> int:

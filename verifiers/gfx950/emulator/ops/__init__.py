@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 HANDLERS: dict[str, Callable] = {}
-#: mnemonic -> the validation kernel(s) that executed it (filled from tests/docs, informative)
 
 
 def op(*names: str):

@@ -82,15 +82,6 @@ def _waitcnt(w, ins):  # noqa: ANN001
     complete(w, vm, lgkm)
 
 
-@op("s_waitcnt_vmcnt", "s_waitcnt_lgkmcnt")
-def _waitcnt_reg(w, ins):  # noqa: ANN001
-    n = w.sread(ins.operands[0], ins) + (ins.words[0] & 0xFFFF) if ins.operands else ins.words[0] & 0xFFFF
-    if ins.mnemonic.endswith("vmcnt"):
-        complete(w, n, None)
-    else:
-        complete(w, None, n)
-
-
 def complete(w, vm: int | None, lgkm: int | None) -> None:  # noqa: ANN001
     """Land the outstanding operations that a wait for (vm, lgkm) guarantees."""
     if not w.pending:

@@ -48,9 +48,10 @@ def _gemm_setup(dtype: str):
 
         g = torch.Generator().manual_seed(seed)
         m, n, k = d["M"], d["N"], d["K"]
-        if dtype == "fp8":
-            a = (torch.randn(m, k, generator=g) * 2).to(torch.float8_e4m3fn)
-            b = (torch.randn(n, k, generator=g) * 2).to(torch.float8_e4m3fn)
+        if dtype in ("fp8", "bf8"):
+            t = torch.float8_e4m3fn if dtype == "fp8" else torch.float8_e5m2
+            a = (torch.randn(m, k, generator=g) * 2).to(t)
+            b = (torch.randn(n, k, generator=g) * 2).to(t)
         else:
             a = torch.randn(m, k, generator=g).to(torch.bfloat16)
             b = torch.randn(n, k, generator=g).to(torch.bfloat16)
@@ -146,6 +147,11 @@ CASES: dict[str, TritonCase] = {
     "fp8_gemm_32x32x64": TritonCase(
         "gemm_kernel", _GEMM_SIG, _TILE, {"num_warps": 4, "matrix_instr_nonkdim": 32}, _MNK, _gemm_setup("fp8"),
         _gemm_grid, {"M": 128, "N": 128, "K": 256}, description="fp8 e4m3 tl.dot -> v_mfma_f32_32x32x64_f8f6f4"),
+    "bf8_gemm_16x16x128": TritonCase(
+        "gemm_kernel", dict(_GEMM_SIG, a_ptr="*fp8e5", b_ptr="*fp8e5"), _TILE,
+        {"num_warps": 4, "matrix_instr_nonkdim": 16}, _MNK, _gemm_setup("bf8"), _gemm_grid,
+        {"M": 128, "N": 64, "K": 256},
+        description="fp8 e5m2 tl.dot -> v_mfma_f32_16x16x128_f8f6f4 with cbsz:1 blgp:1 (bf8 format selectors)"),
     "bf16_gemm": TritonCase(
         "gemm_kernel", dict(_GEMM_SIG, a_ptr="*bf16", b_ptr="*bf16"), {"BM": 64, "BN": 64, "BK": 64},
         {"num_warps": 4}, _MNK, _gemm_setup("bf16"), _gemm_grid, {"M": 128, "N": 64, "K": 192},
