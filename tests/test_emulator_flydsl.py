@@ -82,6 +82,12 @@ def test_host_launcher_computes_the_grid():
         hl = gemm.host.run(args)
         assert hl.grid == (-(-m // 64), n // 256, 1) and hl.block == (256, 1, 1)
         assert len(hl.args) == len(gemm.code_object.kernel(hl.kernel).explicit_args)
+    from verifiers.gfx950.emulator import LaunchArgumentError
+
+    with pytest.raises(LaunchArgumentError, match="argument 5 is a tensor, the launcher expects i32"):
+        gemm.host.run(args[:5] + (torch.zeros(1),))
+    with pytest.raises(LaunchArgumentError, match="missing argument"):
+        gemm.host.run(args[:4])
 
 
 def test_fp8_store_and_reduce_are_bit_exact():
