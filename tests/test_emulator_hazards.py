@@ -127,3 +127,15 @@ def test_endless_loop_stops_with_a_clear_error():
     with pytest.raises(ExecutionError, match="more than 1000 instructions executed"):
         launch(patched, name, 1, 256, [torch.zeros(8), torch.zeros(8, dtype=torch.uint8),
                                        torch.zeros(8, dtype=torch.uint8), 8, None, None], max_instructions=1000)
+
+
+def test_a_grid_too_large_to_emulate_stops_at_the_time_budget():
+    import torch
+
+    from verifiers.gfx950.emulator import ExecutionError, launch
+
+    code, name = _cast_code()
+    n = 1 << 30  # a billion elements: far more workgroups than the budget allows
+    with pytest.raises(ExecutionError, match="exceeded its 0.5 s budget"):
+        launch(code, name, n // 1024, 256, [torch.zeros(8), torch.zeros(8, dtype=torch.uint8),
+                                            torch.zeros(8, dtype=torch.uint8), 8, None, None], max_seconds=0.5)

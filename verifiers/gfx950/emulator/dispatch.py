@@ -28,6 +28,7 @@ from verifiers.gfx950.emulator.state import LANES, Wave
 
 DISPATCH_BASE = KERNARG_BASE + (1 << 30)
 DEFAULT_MAX_INSTRUCTIONS = 200_000_000
+DEFAULT_MAX_SECONDS = 900.0
 MAX_LDS_BYTES = 160 * 1024  # gfx950: 160 KiB per workgroup
 _PROGRAMS: dict[tuple[str, str], Program] = {}
 
@@ -61,9 +62,13 @@ def launch(
     *,
     dynamic_lds_bytes: int = 0,
     max_instructions: int = DEFAULT_MAX_INSTRUCTIONS,
+    max_seconds: float | None = DEFAULT_MAX_SECONDS,
 ) -> LaunchReport:
     """Run ``kernel`` over ``grid`` workgroups of ``block`` threads; ``args`` in kernarg
-    order (explicit arguments only: hidden ones are filled here). Tensors are written in place."""
+    order (explicit arguments only: hidden ones are filled here). Tensors are written in place.
+
+    max_instructions / max_seconds: budgets after which the run stops with ExecutionError
+    (endless loops, grids too large to emulate); None for no time limit."""
     t0 = time.perf_counter()
     co = code_object if isinstance(code_object, CodeObject) else load_code_object(code_object)
     info = co.kernel(kernel)
@@ -86,7 +91,7 @@ def launch(
     kva = memory.map_bytes(kernarg, "kernarg segment", KERNARG_BASE)
     dispatch = _dispatch_packet(info, grid3, block3, kva, lds_bytes)
     dva = memory.map_bytes(dispatch, "dispatch packet", DISPATCH_BASE)
-    ctx = Context(program, memory, max_instructions)
+    ctx = Context(program, memory, max_instructions, max_seconds)
     ctx.private_bytes = info.private_segment_fixed_size
     waves_total = 0
     for gz in range(grid3[2]):
@@ -96,6 +101,7 @@ def launch(
                 group.waves = _make_waves(group, info, ctx, (gx, gy, gz), block3, kva, dva, kernarg)
                 waves_total += len(group.waves)
                 run_workgroup(group, ctx)
+                ctx.check_budget(f"the end of workgroup {(gx, gy, gz)}")
     return LaunchReport(
         kernel=kernel,
         code_object=f"{co.origin} sha256:{co.digest[:12]}",

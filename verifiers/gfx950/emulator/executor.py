@@ -8,6 +8,7 @@ races and missing waits are reported rather than resolved by that order.
 """
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import numpy as np
@@ -30,7 +31,8 @@ class Workgroup:
 class Context:
     """What handlers reach through ``wave.ctx``: memory, hazards, the program, counters."""
 
-    def __init__(self, program: Program, memory: GlobalMemory, max_instructions: int) -> None:
+    def __init__(self, program: Program, memory: GlobalMemory, max_instructions: int,
+                 max_seconds: float | None = None) -> None:
         self.program = program
         self.kernel_name = program.kernel
         self.memory = memory
@@ -39,6 +41,8 @@ class Context:
         self.current = None
         self.executed = 0
         self.max_instructions = max_instructions
+        self.deadline = None if max_seconds is None else time.perf_counter() + max_seconds
+        self.max_seconds = max_seconds
         self.counts = [0] * len(program.instructions)
 
     # --- errors raised by handlers
@@ -48,7 +52,15 @@ class Context:
     def error(self, ins, detail: str) -> ExecutionError:  # noqa: ANN001
         return ExecutionError(f"kernel {self.kernel_name!r}: {ins.text} at 0x{ins.address:x}: {detail}")
 
+    def check_budget(self, where: str) -> None:
+        """Stop a launch that runs past its wall-clock budget (a huge grid, an endless loop)."""
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            raise ExecutionError(f"kernel {self.kernel_name!r}: emulation exceeded its {self.max_seconds:g} s budget "
+                                 f"({self.executed} instructions executed, at {where}); raise max_seconds for a "
+                                 "longer run or emulate a smaller grid")
+
     def backward_branch(self, w, ins) -> None:  # noqa: ANN001
+        self.check_budget(f"{ins.text} in wave {w.index} of workgroup {w.group.id}")
         if self.executed > self.max_instructions:
             raise ExecutionError(
                 f"kernel {self.kernel_name!r}: more than {self.max_instructions} instructions executed (last backward "
