@@ -14,7 +14,7 @@ the operand type the instruction declares: ``'b32'`` integer bits, ``'f32'``, ``
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 

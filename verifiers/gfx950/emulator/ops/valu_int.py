@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from verifiers.gfx950.emulator.operands import Reg
 from verifiers.gfx950.emulator.ops import op
-from verifiers.gfx950.emulator.ops.common import CLEAN, PURE, full_poison, lanes_to_bits, mask_sgpr_pair, srcs, write, write_mask
+from verifiers.gfx950.emulator.ops.common import PURE, full_poison, lanes_to_bits, mask_sgpr_pair, srcs, write, write_mask
 from verifiers.gfx950.emulator.state import LANES
 
 U32 = np.uint32
@@ -45,8 +44,6 @@ def _valu(name: str, types: tuple[str, ...], fn) -> None:  # noqa: ANN001
 
 
 B1, B2, B3 = ("b32",), ("b32", "b32"), ("b32", "b32", "b32")
-with np.errstate(over="ignore"):
-    pass
 _valu("v_mov_b32", B1, lambda a: a)
 _valu("v_not_b32", B1, lambda a: ~a)
 _valu("v_bfrev_b32", B1, lambda a: np.array([int(f"{x:032b}"[::-1], 2) for x in a.tolist()], dtype=U32))
@@ -321,4 +318,3 @@ for _rel in ("eq", "ne", "lt", "le", "gt", "ge", "f", "t"):
         _cmp(f"v_cmp_{_rel}_{_kind}", _rel, _kind, False)
         _cmp(f"v_cmpx_{_rel}_{_kind}", _rel, _kind, True)
 
-_ = (CLEAN, Reg)
