@@ -134,7 +134,12 @@ def disassemble(code_object: CodeObject, kernel: KernelInfo) -> list[Instruction
     with tempfile.NamedTemporaryFile(suffix=".hsaco") as f:
         f.write(code_object.data)
         f.flush()
-        proc = subprocess.run([objdump, "-d", "--mcpu=gfx950", f.name], capture_output=True, text=True, timeout=300)
+        try:
+            proc = subprocess.run([objdump, "-d", "--mcpu=gfx950", f.name], capture_output=True, text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            raise CodeObjectError(f"{code_object.origin}: llvm-objdump did not finish within 300 s") from None
+        except OSError as exc:
+            raise CodeObjectError(f"cannot run llvm-objdump ({objdump}): {exc}") from None
     if proc.returncode != 0:
         raise CodeObjectError(f"{code_object.origin}: llvm-objdump failed: {proc.stderr.strip()[-500:]}")
     lo, hi = kernel.code_address, kernel.code_address + kernel.code_size
