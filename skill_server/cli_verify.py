@@ -15,6 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target", help="one compile target (default: all of the card's targets)")
     p.add_argument("--negative", action="store_true", help="also run the deliberately wrong NEGATIVE_TARGETS")
     p.add_argument("--no-cache", action="store_true", help="recompile even when a cached result is valid")
+    p.add_argument("--emulate", action="store_true",
+                   help="also run the card's FlyDSL arms on the gfx950 emulator (CPU) against the problem's oracle")
     p.add_argument("-v", "--verbose", action="store_true")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_check_kernel)
@@ -97,5 +99,10 @@ def cmd_check_kernel(args) -> int:
     # exit codes: 0 every gate as promised, 1 a gate failed, 2 unknown card/target, 3 skipped (no toolchain)
     from verifiers.gfx950.report import check_kernel_command
 
-    return check_kernel_command(kernel_folder(args, args.card), args.target, as_json=args.json,
-                                include_negative=args.negative, use_cache=not args.no_cache, verbose=args.verbose)
+    folder = kernel_folder(args, args.card)
+    kwargs = dict(as_json=args.json, include_negative=args.negative, use_cache=not args.no_cache, verbose=args.verbose)
+    if args.emulate:  # gates, then the FlyDSL arms on the gfx950 emulator (emulated parity)
+        from verifiers.gfx950.emulator.cli import check_kernel_and_emulate
+
+        return check_kernel_and_emulate(folder, args.target, **kwargs)
+    return check_kernel_command(folder, args.target, **kwargs)
