@@ -1,7 +1,8 @@
 # The two commands a newcomer needs (each does all set-up first):
 #   make serve   - run the MCP server on embedded defaults (HTTP on 127.0.0.1:8765)
 #   make test    - run the test suite
-.PHONY: setup serve test
+#   make wheel   - build the installable wheel into dist/ (cards and kernels embedded)
+.PHONY: setup serve test wheel
 setup:
 	@bash scripts/setup.sh
 serve: setup
@@ -10,3 +11,5 @@ test: setup
 	@python3 -m pytest -q; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5): that is a failure here" >&2; fi; \
 	exit $$rc
+wheel:
+	@python3 -m pip wheel . --no-deps -q -w dist && ls dist/*.whl

@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         from verifiers.options import VerifyOptions
 
         from skill_server.ledger import PlatformInfo
-        from skill_server.reverify import detect_platform
+        from verifiers.provenance import detect_platform
 
         plat = detect_platform()
         smoke = dict(platform=PlatformInfo(**{**plat.model_dump(), "runtime": "cpu"}), verifier_on_cpu=True,

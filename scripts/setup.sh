@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 stamp=.setup-stamp
-want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+want=$(cat pyproject.toml setup.py scripts/setup.sh | sha256sum | cut -c1-16)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$PY" -c "import skill_server, torch, triton, flydsl, mcp" 2>/dev/null; then
   exit 0
 fi
@@ -17,8 +17,10 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
 fi
 "$PY" -m pip install -q -e ".[kernels,flydsl,dev]"
 # FlyDSL links gfx950 code objects with $ROCM_PATH/llvm/bin/ld.lld; verifiers/gfx950 builds
-# that folder from lld-22 when there is no ROCm install.
-if ! command -v ld.lld-22 >/dev/null 2>&1 && [ ! -x /usr/lib/llvm-22/bin/ld.lld ]; then
+# that folder from lld-22 when there is no ROCm install. The gfx950 emulator decodes code
+# objects with llvm-22's llvm-objdump.
+if { ! command -v ld.lld-22 >/dev/null 2>&1 && [ ! -x /usr/lib/llvm-22/bin/ld.lld ]; } \
+   || [ ! -x /usr/lib/llvm-22/bin/llvm-objdump ]; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     (apt-get update -qq && apt-get install -y -qq lld-22 llvm-22) >/dev/null 2>&1 \
       || echo "setup: warning: could not install lld-22; gfx950 compile tests will be skipped" >&2

@@ -1,12 +1,12 @@
-"""Import name for the per-card reference kernels that live in ``<repo>/kernels/``.
+"""Import name for the per-card reference kernels (``skill_kernels.<card>.<module>``).
 
-The folder ``kernels/`` deliberately has no ``__init__.py``: people following the
-cards put a FlyDSL source checkout on ``sys.path``, and that checkout ships its own
-regular package called ``kernels``. A regular package always wins over a folder
-without ``__init__``, so ours can never shadow theirs. Code imports the card
-kernels as ``skill_kernels.<folder>.<module>`` instead.
+Their files live in ``kernels/`` of the project that ships with this code
+(:data:`verifiers.locations.KERNELS_DIR`): the repository's ``kernels/`` in a checkout,
+``skill_kernels/kernels/`` inside an installed wheel. That folder deliberately has no
+``__init__.py`` and is never put on ``sys.path`` itself: people following the cards put a
+FlyDSL source checkout on ``sys.path``, and that checkout ships its own regular package
+called ``kernels``, which ours must never shadow.
 """
-from pathlib import Path
+from verifiers.locations import KERNELS_DIR
 
-KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 __path__ = [str(KERNELS_DIR)]

@@ -7,12 +7,15 @@ transcribed_from_card``) and figures exported from the results ledger
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .cards import CardProblem, _DuplicateKey, _problem_from_error, load_yaml, yaml_field_lines
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .claims import Figure
 
 
 class _Strict(BaseModel):
@@ -86,3 +89,18 @@ def parse_artifact(path: Path) -> tuple[ValidationArtifact | None, list[CardProb
     except ValidationError as exc:
         lines = yaml_field_lines(text, 1)
         return None, [_problem_from_error(e, file, lines) for e in exc.errors()]
+
+
+def figures_of(artifact: ValidationArtifact, file_name: str) -> list["Figure"]:
+    """An artifact's measurements as served figures: always ``transcribed``."""
+    from .claims import Figure
+    from .ledger_models import shape_text
+
+    out = []
+    for m in artifact.measurements:
+        if m.speedup is None and not m.speedup_text:
+            continue
+        shape = shape_text(dict(m.shape)) if m.shape else None
+        out.append(Figure(level="transcribed", speedup=m.speedup, text=m.speedup_text, verdict=m.verdict, shape=shape,
+                          scope=m.scope, platform=m.gpu or artifact.gpu, date=m.date, source=file_name))
+    return out

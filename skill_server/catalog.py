@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
-from . import REPO_ROOT
+from . import cache_dir
 from .cards import Card, CardParseError, CardProblem, ParsedCard, parse_card_file
 from .matching import CardIndex
 
@@ -128,7 +128,7 @@ class ParseCache:
     _cards = TypeAdapter(list[Card])
 
     def __init__(self, skills_dir: Path):
-        base = Path(os.environ.get("SKILL_SERVER_CACHE") or REPO_ROOT / ".cache")
+        base = cache_dir()
         key = hashlib.sha1(str(skills_dir.resolve()).encode()).hexdigest()[:12]
         self.path = base / "catalog" / f"{key}.json"
         # the schema and the literal scanner both shape what is cached

@@ -33,7 +33,10 @@ NOT_APPLICABLE_HERE > CONFIRMED.
 ``claims_current`` is False when any platform's latest status is DRIFTED or FAILED, True
 when at least one platform CONFIRMED and none drifted or failed, and None (unknown)
 otherwise: a claim is never presented as current on the strength of a box that could
-not test it.
+not test it. Only ``verified`` statuses count (signed by this deployment's server).
+
+Every figure an answer shows is a ``Figure`` with its evidence level (``verified``,
+``reported``, ``transcribed``; see ``evidence.py``), platform and date.
 """
 from __future__ import annotations
 
@@ -41,6 +44,8 @@ from collections.abc import Iterable
 from typing import Literal
 
 from pydantic import BaseModel, Field
+
+from .evidence import EvidenceLevel
 
 ReverifyStatus = Literal["CONFIRMED", "DRIFTED", "FAILED", "PREREQUISITE_MISSING", "NOT_APPLICABLE_HERE"]
 STATUSES: tuple[str, ...] = ("CONFIRMED", "DRIFTED", "FAILED", "PREREQUISITE_MISSING", "NOT_APPLICABLE_HERE")
@@ -63,8 +68,27 @@ class PlatformStatus(BaseModel):
     reason: str
 
 
+class Figure(BaseModel):
+    """One measured figure behind a card, with where it comes from and how far to trust it."""
+
+    level: EvidenceLevel
+    speedup: float | None = None
+    interval: tuple[float, float] | None = None
+    text: str | None = Field(None, description="the figure as quoted, when it is a range or several figures")
+    verdict: str | None = None
+    shape: str | None = None
+    scope: str | None = None
+    platform: str | None = Field(None, description="rocm/gfx950, cuda/sm_90, ... or the artifact's GPU")
+    date: str | None = Field(None, description="when it was measured or recorded (ISO 8601)")
+    source: str = Field(description="'ledger #12' or the artifact file name")
+
+
+LEVEL_ORDER = {"verified": 0, "transcribed": 1, "reported": 2}
+
+
 class Reverification(BaseModel):
-    """A card's latest re-verification per platform, as the service shows it."""
+    """A card's latest re-verification per platform and the figures behind it, as the
+    service shows it."""
 
     claims_current: bool | None = Field(
         None, description="False: the ledger says a claim drifted or failed; True: confirmed on a claimed platform; "
@@ -72,15 +96,29 @@ class Reverification(BaseModel):
     platforms: list[PlatformStatus] = Field(default_factory=list)
     summary: str = "never re-verified"
     caveats: list[str] = Field(default_factory=list)
+    figures: list[Figure] = Field(default_factory=list, description="verified first, then transcribed, then reported")
 
 
 NEVER_REVERIFIED = Reverification()
 
 
-def summarise(card_id: str, latest: list[PlatformStatus]) -> Reverification:
-    """Build what an answer shows from the latest row per platform."""
+def select_figures(figures: Iterable[Figure], shape: str | None = None, limit: int = 6) -> list[Figure]:
+    """The figures worth showing: at the given shape first, then by level (verified,
+    transcribed, reported) and newest first."""
+    ranked = sorted(figures, key=lambda f: (shape is not None and f.shape != shape, LEVEL_ORDER[f.level],
+                                            _neg_date(f.date)))
+    return ranked[:limit]
+
+
+def _neg_date(date: str | None) -> tuple[int, str]:
+    # newest first: sort on the inverted characters of the ISO date
+    return (0, "".join(chr(0x10FFFF - ord(c)) for c in date)) if date else (1, "")
+
+
+def summarise(card_id: str, latest: list[PlatformStatus], figures: list[Figure] | None = None) -> Reverification:
+    """Build what an answer shows from the latest verified row per platform and the figures."""
     if not latest:
-        return NEVER_REVERIFIED
+        return Reverification(figures=list(figures or [])) if figures else NEVER_REVERIFIED
     latest = sorted(latest, key=lambda p: p.platform)
     bad = [p for p in latest if p.status in ("DRIFTED", "FAILED")]
     confirmed = [p for p in latest if p.status == "CONFIRMED"]
@@ -97,4 +135,5 @@ def summarise(card_id: str, latest: list[PlatformStatus]) -> Reverification:
     else:
         current = None
     summary = "; ".join(f"{p.platform}: {p.status} {p.date[:10]}" for p in latest)
-    return Reverification(claims_current=current, platforms=latest, summary=summary, caveats=caveats)
+    return Reverification(claims_current=current, platforms=latest, summary=summary, caveats=caveats,
+                          figures=list(figures or []))

@@ -1,4 +1,4 @@
-"""Results-ledger commands: record, history, export, reverify, overlap, draft-card.
+"""Results-ledger commands: record, history, export, reverify, overlap, draft-card, drafts, promote.
 
 Each is one call into ``SkillService``; ``--ledger PATH`` (else ``$SKILL_SERVER_LEDGER``,
 else ``<project>/var/ledger.sqlite``) picks the store. Exit codes: 0 ok, 1 findings
@@ -7,7 +7,6 @@ else ``<project>/var/ledger.sqlite``) picks the store. Exit codes: 0 ok, 1 findi
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -27,10 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("record", help="store A/B results in the ledger (validated; all or nothing)")
     p.add_argument("file", nargs="?", default="-",
                    help="JSON/YAML record or list of records (- for stdin); with --from-report, a verifier report JSON")
-    p.add_argument("--from-report", action="store_true", help="FILE is a verifier report: convert it (needs --card)")
-    p.add_argument("--card", help="card id the report verifies (with --from-report)")
-    p.add_argument("--baseline", help="baseline arm name (with --from-report; default: the card's for this platform)")
-    p.add_argument("--candidate", help="candidate arm name (with --from-report; default: the card's reference arm)")
+    p.add_argument("--from-report", action="store_true",
+                   help="FILE is a verifier report (as `verify --report` writes it): verified when its signature "
+                        "checks, else reported")
+    p.add_argument("--card", help="card id the report verifies (checked against the report; optional)")
     p.add_argument("--by", help="who records (default: $SKILL_SERVER_USER or the login name) when a record omits recorded_by")
     _ledger_arg(p)
     p.set_defaults(handler=cmd_record)
@@ -77,10 +76,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shape")
     p.add_argument("--platform")
     p.add_argument("--gens", action="append", default=None, help="generations the card claims (default: the records')")
-    p.add_argument("--out", help="card folder (default: skills/<id>); must be named after the id")
     p.add_argument("--title")
     _ledger_arg(p)
     p.set_defaults(handler=cmd_draft_card)
+
+    p = sub.add_parser("drafts", help="list drafted cards (not served) with what blocks their promotion")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_drafts)
+
+    p = sub.add_parser("promote", help="move a draft into the skills folder once it passes lint with no TODO left")
+    p.add_argument("draft_id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_promote)
 
 
 def _service(args):
@@ -90,17 +97,9 @@ def _service(args):
 
 
 def _who(explicit: str | None) -> str:
-    if explicit:
-        return explicit
-    name = os.environ.get("SKILL_SERVER_USER")
-    if name:
-        return name
-    try:
-        import getpass
+    from .ledger_models import default_recorder
 
-        return getpass.getuser()
-    except (OSError, KeyError):
-        return "unknown"
+    return explicit or default_recorder()
 
 
 def _read_input(name: str) -> str:
@@ -136,49 +135,24 @@ def _load_data(name: str):
 @handles_errors
 def cmd_record(args) -> int:
     svc = _service(args)
-    data = _load_data(args.file)
     who = _who(args.by)
     if args.from_report:
-        data = _records_from_report(svc, args, data, who)
-    records = data if isinstance(data, list) else [data]
-    for r in records:
-        if isinstance(r, dict) and "recorded_by" not in r:
-            r["recorded_by"] = who
-    receipt = svc.record_result(records)
+        receipt = svc.record_result(report=_read_input(args.file), card_id=args.card, recorded_by=who)
+        for line in receipt.skipped:
+            print(f"note: not recorded: {line}", file=sys.stderr)
+    else:
+        data = _load_data(args.file)
+        records = data if isinstance(data, list) else [data]
+        for r in records:
+            if isinstance(r, dict) and "recorded_by" not in r:
+                r["recorded_by"] = who
+        receipt = svc.record_result(records)
     if args.json:
         emit_json(receipt)
     else:
-        print(f"recorded {len(receipt.ids)} result(s) (ids {', '.join(map(str, receipt.ids))}) in {receipt.ledger}")
+        print(f"recorded {len(receipt.ids)} result(s) as {receipt.level} (ids {', '.join(map(str, receipt.ids))}) "
+              f"in {receipt.ledger}" + (f"; {receipt.note}" if receipt.note else ""))
     return EXIT_OK
-
-
-def _records_from_report(svc, args, report, who: str) -> list:
-    from .reverify import (detect_platform, git_rev_from_report, git_revision, platform_from_report,
-                           records_from_report)
-
-    if not args.card:
-        raise ValueError("--from-report needs --card (the card the report verifies)")
-    card = svc.card(args.card).card
-    if not isinstance(report, dict):
-        raise ValueError(f"{args.file}: a verifier report is a JSON object")
-    platform = platform_from_report(report) or detect_platform()
-    vb = card.verifier
-    baseline = args.baseline or (vb.baseline.get(platform.runtime) if vb else None)
-    candidate = args.candidate or (vb.reference.get(platform.runtime) if vb else None)
-    if not baseline or not candidate:
-        raise ValueError(f"name the arms: --baseline and --candidate (card {card.id} binds none for {platform.runtime})")
-    path = None if args.file == "-" else str(Path(args.file).resolve())
-    if path and not Path(path).is_relative_to(svc.project_root):
-        print(f"note: report path not stored: {path} lies outside the project {svc.project_root}", file=sys.stderr)
-        path = None
-    records, skipped = records_from_report(report, card.id, baseline, candidate, who, platform,
-                                           git_rev=git_rev_from_report(report) or git_revision(svc.project_root),
-                                           report_path=path)
-    for line in skipped:
-        print(f"note: not recorded: {line}", file=sys.stderr)
-    if not records:
-        raise ValueError("the report holds no timed result to record")
-    return records
 
 
 @handles_errors
@@ -201,7 +175,7 @@ def cmd_history(args) -> int:
             sp = f"{r.speedup:.4g}x" if r.speedup else "-"
             if r.interval:
                 sp += f" [{r.interval[0]:.4g},{r.interval[1]:.4g}]"
-            print(f"  #{r.id} {r.recorded_at:%Y-%m-%d} {r.shape_text:<22} {r.verdict:<13} {sp:<24} "
+            print(f"  #{r.id} {r.recorded_at:%Y-%m-%d} {r.evidence.level:<8} {r.shape_text:<22} {r.verdict:<13} {sp:<24} "
                   f"{r.candidate.name} vs {r.baseline.name}  {r.platform.key}  by {r.recorded_by} ({r.source})")
     if not h.results and not h.reverifications:
         print("no records")
@@ -273,13 +247,14 @@ def cmd_overlap(args) -> int:
 @handles_errors
 def cmd_draft_card(args) -> int:
     res = _service(args).draft_card(args.new_id, from_card=args.card, record_ids=args.record, shape=args.shape,
-                                    platform=args.platform, gens=args.gens, out_dir=args.out, title=args.title)
+                                    platform=args.platform, gens=args.gens, title=args.title)
     if args.json:
         emit_json(res)
         return EXIT_OK
     print(f"wrote {res.path} and {res.artifact} from record(s) {', '.join(map(str, res.records))} "
           f"(source card {res.source_card}; gens {', '.join(res.gens)}; floor {res.speedup_floor}x)")
     print(f"{res.todo_count} TODO placeholder(s) for a person to fill in; status experimental")
+    print(res.promote)
     for p in res.problems:
         print(f"  lint: {p}")
     ov = res.overlap
@@ -288,6 +263,32 @@ def cmd_draft_card(args) -> int:
     if ov.get("overlaps"):
         print(f"  overlaps: {', '.join(ov['overlaps'])}")
     return EXIT_FINDINGS if res.problems or ov.get("duplicates") else EXIT_OK
+
+
+@handles_errors
+def cmd_drafts(args) -> int:
+    drafts = _service(args).list_drafts()
+    if args.json:
+        emit_json(drafts)
+        return EXIT_OK
+    if not drafts:
+        print("no drafts")
+    for d in drafts:
+        state = "promotable" if d.promotable else f"{len(d.errors)} error(s), {d.todo_count} TODO(s)"
+        print(f"{d.card_id}: {state}  ({d.path})")
+        for e in d.errors:
+            print(f"  error: {e}")
+    return EXIT_OK
+
+
+@handles_errors
+def cmd_promote(args) -> int:
+    res = _service(args).promote_draft(args.draft_id)
+    if args.json:
+        emit_json(res)
+    else:
+        print(f"promoted {res.card_id}: {res.path} (now served)")
+    return EXIT_OK
 
 
 __all__ = ["register", "EXIT_BAD_INPUT"]

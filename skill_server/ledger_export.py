@@ -67,7 +67,8 @@ def measurement_from(r: StoredResult) -> Measurement:
         scope=r.scope, what=f"{c.name} vs {b.name}", shape=dict(r.shape), baseline=arm(b), candidate=arm(c),
         speedup=r.speedup, speedup_text=text, parity=parity, verdict=r.verdict,
         date=r.recorded_at.date().isoformat(), gpu=r.platform.device,
-        method=f"{r.source}, recorded by {r.recorded_by} on {r.platform.key} (ledger #{r.id}, git {r.git_rev or 'unknown'})"
+        method=f"{r.evidence.level} {r.source}, recorded by {r.recorded_by} on {r.platform.key} "
+               f"(ledger #{r.id}, git {r.git_rev or 'unknown'})"
                + (f"; report {r.report_path}" if r.report_path else ""),
         notes=r.notes,
     )

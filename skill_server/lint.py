@@ -14,18 +14,26 @@ TODO_MESSAGE = "TODO placeholder(s)"
 
 
 def lint_catalog(catalog: Catalog) -> list[CardProblem]:
+    """Schema (the catalog's own problems), each card (``lint_card``), its verifier binding
+    against its problem and its capability probes (``lint_binding``), and overlap."""
+    from .lint_binding import binding_problems, probe_problems
     from .overlap import catalog_overlap_problems
 
     problems = list(catalog.problems)
     repo_root = catalog.skills_dir.resolve().parent
     for parsed in catalog.cards.values():
         problems += lint_card(parsed, repo_root, catalog)
+        problems += binding_problems(parsed, repo_root)
+        problems += probe_problems(parsed, repo_root)
     # match spaces: duplicates are errors, overlaps warnings (skill_server/overlap.py)
     problems += catalog_overlap_problems(catalog.cards)
     return problems
 
 
-def lint_card(parsed: ParsedCard, repo_root: Path, catalog: Catalog | None = None) -> list[CardProblem]:
+def lint_card(parsed: ParsedCard, repo_root: Path, catalog: Catalog | None = None,
+              artifact_dir: Path | None = None, kernels_dir: Path | None = None) -> list[CardProblem]:
+    """One card's own checks. ``artifact_dir`` / ``kernels_dir``: a draft's folders, where its
+    artifact and problem lie until promotion moves them where the card names them."""
     card, file = parsed.card, str(parsed.path)
     out: list[CardProblem] = []
 
@@ -64,8 +72,8 @@ def lint_card(parsed: ParsedCard, repo_root: Path, catalog: Catalog | None = Non
     # validation artifacts
     art = card.validation.artifact
     if art:
-        path = (repo_root / art).resolve()
-        if not path.is_relative_to(repo_root):
+        path = (artifact_dir / Path(art).name if artifact_dir is not None else repo_root / art).resolve()
+        if artifact_dir is None and not path.is_relative_to(repo_root.resolve()):
             err(f"artifact path {art!r} leaves the project", "validation", "artifact")
         elif not path.is_file():
             err(f"artifact {art!r} does not exist (expected at {path})", "validation", "artifact")
@@ -78,7 +86,7 @@ def lint_card(parsed: ParsedCard, repo_root: Path, catalog: Catalog | None = Non
 
     # verifier binding points at a problem that exists
     if card.verifier is not None:
-        problem_file = repo_root / "kernels" / card.verifier.problem / "problem.py"
+        problem_file = (kernels_dir or repo_root / "kernels" / card.verifier.problem) / "problem.py"
         if not problem_file.is_file():
             err(f"verifier problem {card.verifier.problem!r} not found (expected {problem_file})", "verifier", "problem")
 

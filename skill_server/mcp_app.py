@@ -30,6 +30,7 @@ MCP_MODULES = (
     "skill_server.mcp_tools_catalog",
     "skill_server.mcp_tools_ledger",
     "skill_server.mcp_tools_verify",
+    "skill_server.mcp_tools_doctor",
     "skill_server.mcp_resources",
     "skill_server.mcp_prompts",
 )

@@ -38,16 +38,23 @@ def workflow_text(op_name: str, gen: str, shape: str, pct_gpu: str, *, has_verif
     known = ", ".join(f"{k}={v}" for k, v in (("gen", gen), ("shape", shape), ("pct_gpu", pct_gpu)) if v)
     shape_arg = f', "shape": {{"M": .., "N": .., "K": ..}} (from {shape})' if shape else ""
     if has_verify:
-        verify = (f"Call `{verify_tool}` with the card id, your candidate module and the shapes. It runs the "
-                  "card's problem: parity against the oracle on several seeds and perturbed inputs, the "
-                  "runtime signature, then A/B/A timing of the whole scored segment against the baseline.")
+        verify = (f"Call `{verify_tool}` with the card id, your candidate file (FILE.py:build) and the shapes. It "
+                  "runs the card's problem: parity against the oracle on several seeds and perturbed inputs, the "
+                  "runtime signature, then interleaved A/B timing of the whole scored segment against the "
+                  "baseline. Its answer is a summary; the full report is at the report:// resource it names.")
     else:
         verify = (f"`{verify_tool}` is not enabled on this server (it executes code). Ask the operator to "
                   "restart it with `skill-server serve --enable-exec-tools`, or to run the card's verifier on "
                   "the target GPU; do not claim a result you did not verify.")
-    if has_record:
-        record = (f"Call `{record_tool}` with the verifier's report as it came out, pass or fail; a skipped stage "
-                  "is recorded with its reason and never counts as a pass.")
+    if has_record and has_verify:
+        record = (f"`{verify_tool}` records its own result, pass or fail, as `verified` (signed by this server); "
+                  f"nothing more to do. If you ran it with record=false, call `{record_tool}` with its report_id. "
+                  f"Figures you measured yourself go to `{record_tool}` as records and are stored as `reported`, "
+                  "never as verified; a skipped stage never counts as a pass.")
+    elif has_record:
+        record = (f"Only a report of this server's verifier is stored as `verified`: pass one to `{record_tool}` "
+                  "unchanged (its digest and signature are checked). Figures you measured yourself are stored as "
+                  "`reported`; a skipped stage never counts as a pass.")
     else:
         record = (f"`{record_tool}` is not enabled on this server (it writes records). Ask the operator to "
                   "restart it with `skill-server serve --enable-write-tools`; until then report the verifier's "

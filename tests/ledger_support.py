@@ -3,6 +3,7 @@ project, and the worker functions that child processes run."""
 from __future__ import annotations
 
 import copy
+import itertools
 import os
 import shutil
 import time
@@ -44,14 +45,13 @@ def record(**over: Any) -> dict[str, Any]:
 
 
 def make_project(tmp: Path, cards: tuple[str, ...] = (BLOCKSCALE, MXFP8, MOE)) -> Path:
-    """A project folder with copies of the cards (and stub verifier problems so lint is
-    about the cards, not about missing kernels). Returns the skills folder."""
+    """A project folder with copies of the cards and of their kernel folders (problem,
+    probes, ...), so lint and re-verification see a whole project. Returns the skills folder."""
     skills = tmp / "skills"
     for cid in cards:
         shutil.copytree(SKILLS / cid, skills / cid)
-        problem = tmp / "kernels" / cid / "problem.py"
-        problem.parent.mkdir(parents=True, exist_ok=True)
-        problem.write_text("PROBLEM = None  # stub for lint\n")
+        shutil.copytree(REPO / "kernels" / cid, tmp / "kernels" / cid,
+                        ignore=shutil.ignore_patterns("__pycache__", "gfx950_targets.py"))
     return skills
 
 
@@ -64,7 +64,7 @@ def output_metrics(cosine: float = 1.0, max_abs: float = 0.0, mismatches: int = 
 
 
 def shape_report(shape: str, speedup: float | None, verdict: str | None = None, parity_ok: bool = True,
-                 hidden: bool = False):
+                 hidden: bool = False, baseline: str | None = None):
     """One ``verifiers.report.ShapeReport`` as the verifier writes it (timing arm A = baseline)."""
     from verifiers.metrics import OracleStats
     from verifiers.parity import OutputComparison, ParityCase, ParityResult
@@ -88,17 +88,40 @@ def shape_report(shape: str, speedup: float | None, verdict: str | None = None, 
         stages["timing"] = StageResult(name="timing", status="PASS")
     final = ("FAIL" if not parity_ok else "INCONCLUSIVE" if hidden or speedup is None
              else verdict or timing.verdict)  # type: ignore[union-attr]
-    return ShapeReport(shape=shape, hidden=hidden, verdict=final, stages=stages, parity=parity, timing=timing)
+    return ShapeReport(shape=shape, hidden=hidden, verdict=final, stages=stages, parity=parity, timing=timing,
+                       baseline_arm=baseline, dims=None if hidden else _dims(shape))
+
+
+def _dims(shape: str) -> dict[str, int] | None:
+    parts = shape.split("x")
+    return dict(zip("MNK", map(int, parts))) if len(parts) == 3 and all(p.isdigit() for p in parts) else None
+
+
+_REPORTS = itertools.count()
+
+
+def report_platform(platform: dict) -> dict:
+    """verification_report() keyword arguments for one of GFX950 / H200 / CPU."""
+    props = {"rocm": {"gcnArchName": f"{platform.get('generation')}:sramecc+:xnack-"},
+             "cuda": {"capability": "9.0"}, "cpu": {}}[platform["runtime"]]
+    return {"platform": platform["runtime"], "device": platform["device"], "props": props,
+            "machine": platform.get("generation") if platform["runtime"] == "cpu" else "x86_64"}
 
 
 def verification_report(problem: str, rows: list, platform: str = "rocm", device: str = "AMD Instinct MI355X",
-                        props: dict | None = None):
+                        props: dict | None = None, candidate: str = "arm:x", machine: str = "x86_64"):
+    """A VerificationReport as the verifier writes it (each one distinct: a real report
+    carries its own time and secret seeds)."""
     from verifiers.report import VerificationReport
 
-    rep = VerificationReport(problem=problem, card_id=problem, candidate="arm:x", shape_reports=rows)
+    rep = VerificationReport(problem=problem, card_id=problem, candidate=candidate, shape_reports=rows,
+                             baseline=next((r.baseline_arm for r in rows if r.baseline_arm), None))
     rep.provenance.platform, rep.provenance.device_name = platform, device
     rep.provenance.device_properties = props if props is not None else {"gcnArchName": "gfx950:sramecc+:xnack-"}
     rep.provenance.torch_version, rep.provenance.git_revision, rep.provenance.git_dirty = "2.13.0", "41a379d7", True
+    rep.provenance.machine = machine
+    rep.provenance.harness_digest = "ab" * 32
+    rep.provenance.time_utc = f"2026-07-20T10:00:00+00:00#{next(_REPORTS)}"
     return rep
 
 
@@ -118,6 +141,7 @@ def write_until_killed(path: str, stop_at: int, marker: str) -> None:
     """Record results; on record number ``stop_at`` stop *inside* the transaction (after
     the result row, before its arm rows), tell the parent and wait to be killed."""
     from skill_server import ledger as ledger_mod
+    from skill_server import ledger_sql
 
     calls = {"n": 0}
 
@@ -127,7 +151,7 @@ def write_until_killed(path: str, stop_at: int, marker: str) -> None:
             Path(marker).write_text("in transaction")
             time.sleep(120)
 
-    ledger_mod._TEST_HOOK_AFTER_RESULT_ROW = hook
+    ledger_sql.TEST_HOOK_AFTER_RESULT_ROW = hook
     led = ledger_mod.Ledger(path)
     for i in range(stop_at + 5):
         led.record([ledger_mod.validate_record(record(notes=f"record {i}"), known_cards=CARDS)])

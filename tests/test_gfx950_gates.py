@@ -304,7 +304,7 @@ def test_cache_root_honours_skill_server_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("SKILL_SERVER_CACHE", str(tmp_path))
     assert genv.cache_root() == tmp_path / "gfx950"
     monkeypatch.delenv("SKILL_SERVER_CACHE")
-    assert genv.cache_root() == genv.REPO_ROOT / ".cache" / "gfx950"
+    assert genv.cache_root() == genv.REPO_ROOT / ".cache" / "gfx950"  # a checkout: <repo>/.cache
 
 
 def test_blockscale_folder_declares_targets_and_negatives():
@@ -334,7 +334,9 @@ def test_targets_module_imports_neither_torch_nor_flydsl():
 
 
 def test_cache_entry_is_invalid_once_an_imported_source_changes(monkeypatch, tmp_path):
-    monkeypatch.setattr(genv, "REPO_ROOT", tmp_path)
+    from verifiers import locations
+
+    monkeypatch.setattr(locations, "PROJECT_ROOT", tmp_path)  # kernels/... resolves against the project
     src = tmp_path / "kernels" / "demo" / "k.py"
     src.parent.mkdir(parents=True)
     src.write_text("x = 1\n")

@@ -126,14 +126,15 @@ def test_a_version_1_ledger_migrates_forward_and_keeps_its_records(tmp_path):
 
 
 def test_a_failed_migration_rolls_back_whole(tmp_path, monkeypatch):
-    import skill_server.ledger as ledger_mod
+    import skill_server.ledger_sqlite as sqlite_store
+    from skill_server.ledger_schema import Migration
 
     path = tmp_path / "old.sqlite"
     conn = sqlite3.connect(path, isolation_level=None)
     apply_migrations(conn, target=1)
     conn.close()
-    broken = (ledger_mod.MIGRATIONS[0], ledger_mod.MIGRATIONS[1][:2] + ("THIS IS NOT SQL",))
-    monkeypatch.setattr(ledger_mod, "MIGRATIONS", broken)
+    broken = (MIGRATIONS[0], Migration(2, "broken", MIGRATIONS[1].statements[:2] + ("THIS IS NOT SQL",)))
+    monkeypatch.setattr(sqlite_store, "MIGRATIONS", broken)
     with pytest.raises(sqlite3.OperationalError):
         Ledger(path).history()
     conn = sqlite3.connect(path)

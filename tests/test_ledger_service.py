@@ -81,13 +81,13 @@ def test_a_box_that_cannot_test_the_claims_leaves_them_unknown_not_current(svc):
 def test_the_match_path_reads_the_ledger_once_and_sees_writes_at_once(tmp_path, monkeypatch):
     svc = SkillService(make_project(tmp_path), check_interval=3600.0, ledger_path=tmp_path / "l.sqlite")
     calls = {"n": 0}
-    real = Ledger.latest_status_rows
+    real = Ledger.latest_statuses
 
     def counting(self):
         calls["n"] += 1
         return real(self)
 
-    monkeypatch.setattr(Ledger, "latest_status_rows", counting)
+    monkeypatch.setattr(Ledger, "latest_statuses", counting)
     svc.record_result(record())  # creates the ledger
     for _ in range(200):
         svc.match_skill(HOTSPOT)
@@ -196,28 +196,43 @@ def test_cli_record_history_and_export(tmp_path, capsys):
 
 
 def test_cli_record_from_a_verifier_report(tmp_path, capsys):
+    """A report file recorded by hand: the records come from the report's own content
+    (its arms, shapes, platform), and an unsigned report is stored as reported."""
     from ledger_support import shape_report, verification_report
 
     skills = make_project(tmp_path)
     ledger = str(tmp_path / "cli.sqlite")
-    report = verification_report(BLOCKSCALE, [shape_report("4096x2048x7168", 1.2),
+    report = verification_report(BLOCKSCALE, [shape_report("4096x2048x7168", 1.2, baseline="cublas_blockscale"),
                                               shape_report("hidden-1", None, hidden=True)],
-                                 platform="cuda", device="NVIDIA H200", props={"capability": "9.0"})
+                                 platform="cuda", device="NVIDIA H200", props={"capability": "9.0"},
+                                 candidate="arm:triton_twin")
     path = tmp_path / "report.json"
     path.write_text(report.model_dump_json())
     code, out, err = run_cli(capsys, "--skills-dir", str(skills), "record", str(path), "--from-report", "--card",
                              BLOCKSCALE, "--ledger", ledger, "--by", "agent-7", "--json")
     assert code == 0, err
     assert "not recorded: hidden-1: hidden shape" in err
+    receipt = json.loads(out)
+    assert receipt["level"] == "reported" and "no signature" in receipt["note"]
     r = Ledger(ledger).history()[0]
-    assert (r.baseline.name, r.candidate.name) == ("cublas_blockscale", "triton_twin")  # the card's cuda arms
+    assert (r.baseline.name, r.candidate.name) == ("cublas_blockscale", "triton_twin")  # the report's own arms
     assert (r.speedup, r.baseline.time_ms, r.candidate.time_ms) == (1.2, 1.2, 1.0)
     assert r.interval == pytest.approx((1.188, 1.212))
     assert r.parity_passed is True and r.stages == {"parity": "PASS", "timing": "PASS"}
     assert r.parity["min_cosine"] == 1.0 and r.parity["baseline_max_abs"] == 0.02
     assert r.source == "verifier_report" and r.platform.key == "cuda/sm_90" and r.platform.device == "NVIDIA H200"
-    assert r.git_rev == "41a379d7-dirty" and r.report_path == "report.json" and r.recorded_by == "agent-7"
+    assert r.git_rev == "41a379d7-dirty" and r.recorded_by == "agent-7"
+    assert r.evidence.level == "reported" and r.evidence.report_digest and r.evidence.signature is None
+    # the same report again: refused (a report is recorded once)
+    code, _, err = run_cli(capsys, "--skills-dir", str(skills), "record", str(path), "--from-report",
+                           "--ledger", ledger)
+    assert code == 2 and "already recorded" in err
+    # a report for another card than the one named
+    code, _, err = run_cli(capsys, "--skills-dir", str(skills), "record", str(path), "--from-report", "--card",
+                           MXFP8, "--ledger", ledger)
+    assert code == 2 and f"measured card {BLOCKSCALE!r}, not {MXFP8!r}" in err
     path.write_text(json.dumps({"verdict": "FASTER"}))
     code, _, err = run_cli(capsys, "--skills-dir", str(skills), "record", str(path), "--from-report", "--card",
                            BLOCKSCALE, "--ledger", ledger)
-    assert code == 2 and "not a verifier report" in err
+    assert code == 2 and "not a verifier report" in err and "Traceback" not in err
+    assert len(Ledger(ledger).history()) == 1

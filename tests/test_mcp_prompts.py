@@ -51,7 +51,8 @@ def test_prompt_tells_the_agent_to_call_gated_tools_when_a_module_registered_the
             return "stub"
 
     body = render(server)
-    assert "Call `run_verifier`" in body and "Call `record_result`" in body
+    assert "Call `run_verifier`" in body and "`run_verifier` records its own result" in body
+    assert "call `record_result` with its report_id" in body and "stored as `reported`" in body
     assert "not enabled on this server" not in body
 
 

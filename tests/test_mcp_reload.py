@@ -44,7 +44,7 @@ def test_reload_skills_applies_changes_at_once(tmp_path):
     retitle(skills, BLOCKSCALE, "Edited title two")
     assert titles(server)[BLOCKSCALE].startswith("Rewrite CK fp8")  # loaded once, not per request
     result = with_client(server, lambda c: c.call_tool("reload_skills", {}))
-    assert result.structured_content == {"cards": 3, "problems": []}
+    assert result.structured_content == {"cards": 3}
     assert titles(server)[BLOCKSCALE] == "Edited title two"
 
 

@@ -46,7 +46,8 @@ def test_index_lists_every_card_with_its_uris(server):
 def test_templates_and_mime_types(server):
     templates = with_client(server, lambda c: c.list_resource_templates()).resource_templates
     assert {(t.uri_template, t.mime_type) for t in templates} == {
-        ("skill://{card_id}/SKILL.md", "text/markdown"), ("skill://{card_id}/{artifact}", "application/yaml")}
+        ("skill://{card_id}/SKILL.md", "text/markdown"), ("skill://{card_id}/{artifact}", "application/yaml"),
+        ("report://{report_id}", "application/json")}
     card = read(server, f"skill://{BLOCKSCALE}/SKILL.md")
     assert card.mime_type == "text/markdown"
     assert card.text == (SKILLS / BLOCKSCALE / "SKILL.md").read_text(encoding="utf-8")

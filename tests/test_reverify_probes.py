@@ -1,5 +1,5 @@
-"""Prerequisite checks on this box: package versions and the capability probes, run for
-real against the installed FlyDSL (0.5.0 ships no kernels)."""
+"""Prerequisite checks on this box: package versions and the capability probes (card code in
+``kernels/<card>/probes.py``), run for real against the installed FlyDSL (0.5.0 ships no kernels)."""
 from __future__ import annotations
 
 import importlib
@@ -10,13 +10,14 @@ from ledger_support import BLOCKSCALE, CPU, MOE, MXFP8, REPO, SKILLS
 
 from skill_server.cards import Prerequisite
 from skill_server.catalog import Catalog
+from skill_kernels.probe_common import flydsl_sources, search_flydsl
 from skill_server.ledger import PlatformInfo
-from skill_server.reverify import PROBES, ProbeContext, _flydsl_sources, check_prerequisite, search_flydsl
+from skill_server.reverify_probes import ProbeContext, card_probes, check_prerequisite
 from skill_server.service import SkillService
 from verifiers.gfx950.env import toolchain_problem
 from verifiers.gfx950.gates import GateReport
 
-flydsl_version, _ = _flydsl_sources()
+flydsl_version, _ = flydsl_sources()
 needs_flydsl = pytest.mark.skipif(flydsl_version is None, reason="flydsl not installed")
 
 
@@ -26,7 +27,11 @@ def catalog():
 
 
 def ctx(catalog, card_id, reports=()):
-    return ProbeContext(project_root=REPO, card=catalog.get(card_id).card, prerequisite=None, gate_reports=list(reports))
+    return ProbeContext(project_root=REPO, card_id=card_id, gate_reports=list(reports))
+
+
+def probes(catalog, card_id):
+    return card_probes(REPO, catalog.get(card_id).card)
 
 
 def prereq(catalog, card_id, name):
@@ -36,7 +41,7 @@ def prereq(catalog, card_id, name):
 @needs_flydsl
 def test_the_installed_flydsl_has_no_block_scale_core_and_the_fallback_is_named(catalog):
     p = prereq(catalog, BLOCKSCALE, "flydsl_software_blockscale_core")
-    check = check_prerequisite(p, ctx(catalog, BLOCKSCALE), PROBES)
+    check = check_prerequisite(p, ctx(catalog, BLOCKSCALE), probes(catalog, BLOCKSCALE))
     assert check.met is False
     assert f"no block-scale software-promote GEMM in flydsl {flydsl_version}" in check.detail
     assert "kernels/flydsl_fp8_blockscale_gemm/flydsl_gemm.py (present)" in check.detail
@@ -46,7 +51,7 @@ def test_the_installed_flydsl_has_no_block_scale_core_and_the_fallback_is_named(
 @needs_flydsl
 def test_the_installed_flydsl_has_no_moe_fp8_partial_store(catalog):
     p = prereq(catalog, MOE, "flydsl_moe_fp8_partial_store")
-    check = check_prerequisite(p, ctx(catalog, MOE), PROBES)
+    check = check_prerequisite(p, ctx(catalog, MOE), probes(catalog, MOE))
     assert check.met is False and "cshuffle_pf8" in check.detail and check.fallback_present is True
 
 
@@ -60,8 +65,8 @@ def test_a_flydsl_checkout_on_the_path_with_a_block_scale_gemm_is_found(catalog,
     monkeypatch.syspath_prepend(str(tmp_path / "checkout"))
     monkeypatch.delitem(__import__("sys").modules, "kernels", raising=False)
     importlib.invalidate_caches()
-    res = PROBES["flydsl_software_blockscale_core"](ctx(catalog, BLOCKSCALE))
-    assert res.met is True and any("fp8_gemm_blockscale_preshuffle.py" in e for e in res.evidence)
+    res = probes(catalog, BLOCKSCALE)["flydsl_software_blockscale_core"](ctx(catalog, BLOCKSCALE))
+    assert res["met"] is True and any("fp8_gemm_blockscale_preshuffle.py" in e for e in res["evidence"])
 
 
 def test_the_projects_own_kernels_folder_is_not_mistaken_for_a_flydsl_checkout(monkeypatch):
@@ -80,10 +85,10 @@ def test_the_projects_own_kernels_folder_is_not_mistaken_for_a_flydsl_checkout(m
 @pytest.mark.skipif(toolchain_problem() is not None, reason="FlyDSL / ld.lld for gfx950 not installed")
 def test_the_scaled_mfma_capability_is_present_when_flydsl_compiles_for_gfx950(catalog):
     p = prereq(catalog, MXFP8, "gfx950_scaled_mfma")
-    check = check_prerequisite(p, ctx(catalog, MXFP8), PROBES)
+    check = check_prerequisite(p, ctx(catalog, MXFP8), probes(catalog, MXFP8))
     assert check.met is True and "toolchain and op present" in check.detail
     compiled = GateReport(folder=MXFP8, target="bm128", status="PASS", mfma={"v_mfma_scale_f32_16x16x128_f8f6f4": 32})
-    check = check_prerequisite(p, ctx(catalog, MXFP8, [compiled]), PROBES)
+    check = check_prerequisite(p, ctx(catalog, MXFP8, [compiled]), probes(catalog, MXFP8))
     assert check.met is True and "compiled here" in check.detail
     assert check.evidence == ["target bm128: 32 v_mfma_scale instruction(s) in the compiled gfx950 ISA"]
 
@@ -92,7 +97,8 @@ def test_the_scaled_mfma_capability_is_absent_without_the_toolchain(catalog, mon
     import verifiers.gfx950.env as env
 
     monkeypatch.setattr(env, "toolchain_problem", lambda: "no ld.lld for gfx950 found")
-    check = check_prerequisite(prereq(catalog, MXFP8, "gfx950_scaled_mfma"), ctx(catalog, MXFP8), PROBES)
+    check = check_prerequisite(prereq(catalog, MXFP8, "gfx950_scaled_mfma"), ctx(catalog, MXFP8),
+                               probes(catalog, MXFP8))
     assert check.met is False and "cannot compile for gfx950 here: no ld.lld" in check.detail
 
 
@@ -104,7 +110,7 @@ def test_the_scaled_mfma_capability_is_absent_without_the_toolchain(catalog, mon
     ("pydantic", "about two", None),
 ])
 def test_package_prerequisites_compare_the_installed_version(catalog, name, spec, met):
-    check = check_prerequisite(Prerequisite(kind="package", name=name, version=spec), ctx(catalog, BLOCKSCALE), PROBES)
+    check = check_prerequisite(Prerequisite(kind="package", name=name, version=spec), ctx(catalog, BLOCKSCALE), {})
     assert check.met is met, check.detail
 
 
@@ -144,3 +150,36 @@ def test_cli_reverify_shows_progress_on_stderr_and_a_table(tmp_path, capsys):
     out = capsys.readouterr()
     data = json.loads(out.out)
     assert code == 0 and out.err == "" and data["ledger"] is None and data["cards"][0]["card_id"] == MOE
+
+
+def test_every_capability_a_card_needs_has_a_probe_in_its_own_kernels_folder(catalog):
+    for parsed in catalog.cards.values():
+        found = card_probes(REPO, parsed.card)
+        for p in parsed.card.prerequisites:
+            if p.kind == "capability":
+                assert p.name in found, f"{parsed.card.id}: no probe for {p.name} in kernels/<card>/probes.py"
+
+
+def test_a_new_cards_probe_is_found_by_convention_without_a_server_change(tmp_path):
+    """A throw-away project with a card whose capability probe exists only in its own
+    kernels folder: re-verification runs that probe (and a missing one counts as missing)."""
+    from ledger_support import make_project
+
+    skills = make_project(tmp_path, cards=(MOE,))
+    probe_file = tmp_path / "kernels" / MOE / "probes.py"
+    probe_file.write_text("def probe(ctx):\n    return {'met': True, 'detail': f'probed {ctx.capability} in {ctx.card_id}'}\n"
+                          "PROBES = {'flydsl_moe_fp8_partial_store': probe}\n")
+    svc = SkillService(skills, ledger_path=tmp_path / "l.sqlite")
+    card = svc.reverify(card_id=MOE, platform=PlatformInfo(**CPU), gates=False, record=False).cards[0]
+    check = next(p for p in card.prerequisites if p.name == "flydsl_moe_fp8_partial_store")
+    assert check.met is True and check.detail == f"probed flydsl_moe_fp8_partial_store in {MOE}"
+    probe_file.write_text("PROBES = {}\n")
+    svc = SkillService(skills, ledger_path=tmp_path / "l.sqlite")
+    check = next(p for p in svc.reverify(card_id=MOE, platform=PlatformInfo(**CPU), gates=False, record=False)
+                 .cards[0].prerequisites if p.name == "flydsl_moe_fp8_partial_store")
+    assert check.met is None and f"kernels/{MOE}/probes.py" in check.detail
+    probe_file.write_text("import no_such_module_here\n")
+    svc = SkillService(skills, ledger_path=tmp_path / "l.sqlite")
+    check = next(p for p in svc.reverify(card_id=MOE, platform=PlatformInfo(**CPU), gates=False, record=False)
+                 .cards[0].prerequisites if p.name == "flydsl_moe_fp8_partial_store")
+    assert check.met is None and "cannot load (ModuleNotFoundError" in check.detail

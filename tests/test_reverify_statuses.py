@@ -3,16 +3,17 @@ results go to the ledger, and answers stop presenting drifted or failed claims a
 from __future__ import annotations
 
 import pytest
-from ledger_support import (BLOCKSCALE, CPU, GFX950, H200, MOE, MXFP8, make_project, shape_report,
-                            verification_report)
+from ledger_support import (BLOCKSCALE, CPU, GFX950, H200, MOE, MXFP8, make_project, report_platform,
+                            shape_report, verification_report)
 
 from skill_server.claims import worst
 from skill_server.ledger import PlatformInfo
-from skill_server.reverify import ProbeResult, StageResult, decide
+from skill_server.reverify_models import StageResult
+from skill_server.reverify_stages import decide
 from skill_server.service import SkillService
 from verifiers.gfx950.gates import GateReport, GateResult
 
-ALL_MET = {name: (lambda ctx: ProbeResult(True, "present (test)")) for name in
+ALL_MET = {name: (lambda ctx: {"met": True, "detail": "present (test)"}) for name in
            ("flydsl_software_blockscale_core", "gfx950_scaled_mfma", "flydsl_moe_fp8_partial_store")}
 
 
@@ -26,19 +27,19 @@ def gates_fail(folder):
 
 
 def verifier_with(speedups: dict[str, float], verdict: str | None = None, parity_ok: bool = True,
-                  hidden_fail: bool = False):
-    """A stand-in for verifiers.api.verify returning a real VerificationReport: per-shape
-    speedups (default 2.0x, above every figure the cards record), verdicts that follow
-    them unless one is forced."""
+                  hidden_fail: bool = False, platform: dict = GFX950):
+    """A stand-in for verifiers.api.verify returning a real VerificationReport measured on
+    ``platform``: per-shape speedups (default 2.0x, above every figure the cards record),
+    verdicts that follow them unless one is forced."""
     calls = []
 
     def run(problem, candidate, baseline, shapes, progress):
         calls.append((problem, candidate, baseline, list(shapes)))
         progress("timing")
-        rows = [shape_report(s, speedups.get(s, 2.0), verdict, parity_ok) for s in shapes]
+        rows = [shape_report(s, speedups.get(s, 2.0), verdict, parity_ok, baseline=baseline) for s in shapes]
         if hidden_fail:
             rows.append(shape_report("hidden-1", None, parity_ok=False, hidden=True))
-        return verification_report(problem, rows)
+        return verification_report(problem, rows, candidate=f"arm:{candidate}", **report_platform(platform))
 
     run.calls = calls
     return run
@@ -113,12 +114,15 @@ def test_an_impossible_verifier_row_is_not_stored_and_says_why(svc):
 def test_a_parity_failure_on_a_hidden_shape_fails_the_card(svc):
     c = run(svc, verifier=verifier_with({}, hidden_fail=True)).cards[0]
     assert c.status == "FAILED" and "hidden shape hidden-1: FAIL" in c.reason
-    assert len(svc.get_validation_history(BLOCKSCALE).results) == 4  # the visible shapes are still recorded
+    results = svc.get_validation_history(BLOCKSCALE).results
+    # the visible shapes are recorded, as failures: a hidden parity failure fails the candidate everywhere
+    assert len(results) == 4 and {r.verdict for r in results} == {"FAIL"}
+    assert all(r.stages["hidden_parity"] == "FAIL" and r.speedup is None for r in results)
 
 
 def test_an_inconclusive_timing_cannot_confirm_the_claims(svc):
     def untimed(problem, candidate, baseline, shapes, progress):
-        return verification_report(problem, [shape_report(s, None) for s in shapes])
+        return verification_report(problem, [shape_report(s, None, baseline=baseline) for s in shapes])
 
     c = run(svc, verifier=untimed).cards[0]
     assert c.status == "NOT_APPLICABLE_HERE" and "timing inconclusive" in c.reason
@@ -143,19 +147,20 @@ def test_a_verifier_that_cannot_run_the_cards_binding_is_failed(svc):
 
 
 def test_a_missing_prerequisite_is_reported_with_its_fallback(svc):
-    probes = dict(ALL_MET, flydsl_software_blockscale_core=lambda ctx: ProbeResult(False, "not in flydsl 0.5.0"))
+    probes = dict(ALL_MET, flydsl_software_blockscale_core=lambda ctx: {"met": False, "detail": "not in flydsl 0.5.0"})
+    (svc.project_root / "kernels" / BLOCKSCALE / "flydsl_gemm.py").unlink()
     c = run(svc, probes=probes).cards[0]
     assert c.status == "PREREQUISITE_MISSING"
     check = next(p for p in c.prerequisites if p.name == "flydsl_software_blockscale_core")
     assert check.met is False and "kernels/flydsl_fp8_blockscale_gemm/flydsl_gemm.py" in check.detail
-    assert check.fallback_present is False  # the throw-away project has no such file
+    assert check.fallback_present is False  # the throw-away project no longer has that file
     # a failure still outranks the missing prerequisite
     assert run(svc, probes=probes, gates=gates_fail).cards[0].status == "FAILED"
 
 
 def test_a_capability_without_a_probe_is_not_confirmed(svc):
     c = run(svc, card=MXFP8, probes={}).cards[0]
-    assert c.status == "PREREQUISITE_MISSING" and "no probe registered for capability 'gfx950_scaled_mfma'" in c.reason
+    assert c.status == "PREREQUISITE_MISSING" and "no probe for capability 'gfx950_scaled_mfma'" in c.reason
 
 
 def test_a_box_without_a_gpu_cannot_test_the_claims(svc):
@@ -169,7 +174,7 @@ def test_a_box_without_a_gpu_cannot_test_the_claims(svc):
 
 
 def test_another_gpu_generation_records_results_but_does_not_judge_gfx950_claims(svc):
-    v = verifier_with({"4096x2048x7168": 0.9})
+    v = verifier_with({"4096x2048x7168": 0.9}, platform=H200)
     c = run(svc, platform=H200, verifier=v).cards[0]
     assert v.calls[0][1:3] == ("triton_twin", "cublas_blockscale")  # the card's cuda arms
     assert c.status == "NOT_APPLICABLE_HERE" and "claims are for gfx950" in c.reason

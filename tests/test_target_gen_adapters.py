@@ -25,10 +25,11 @@ def test_mcp_match_skill_and_match_profile_take_target_gen():
     one, bad, prof = with_client(server, calls)
     data = one.structured_content
     assert [m["card_id"] for m in data["matches"]] == [BLOCKSCALE]
-    assert data["target_gen"] == "gfx950" and data["source_gen"] == "sm_90"
+    # (the answer view, mcp_answers.match_view, carries the result's notes, not its target_gen field)
+    assert any("matched as if for gfx950 (target generation)" in n and "sm_90" in n for n in data["notes"])
     assert bad.is_error and "target generation: unknown GPU generation 'gfx9999'" in text(bad)
     p = prof.structured_content
-    assert all(h["result"]["target_gen"] == "gfx942" for h in p["hotspots"])
+    assert p["hotspots"]
     assert any("target generation 'gfx942'" in n for n in p["notes"])
 
 

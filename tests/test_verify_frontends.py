@@ -1,5 +1,6 @@
 """The verifier's two front ends, `skill-server verify` and the MCP tool `run_verifier`,
-reach the same verifier through the service (CPU, small shape, parity only)."""
+reach the same verifier through the service (CPU, small shape, parity only), and record
+through the same seam."""
 from __future__ import annotations
 
 import json
@@ -13,18 +14,36 @@ QUICK = ["--shape", "128x256x512", "--no-profile", "--no-timing", "--seed", "0",
 OPTIONS = {"hidden_shapes": False, "timing": False, "profile": False, "seeds": [0], "secret_seed": False}
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "skill_server.cli", "verify", "flydsl_fp8_blockscale_gemm", *args],
-                          capture_output=True, text=True, timeout=300)
+def _cli(*args, ledger=None, record=True):
+    where = (["--ledger", str(ledger)] if ledger else []) + ([] if ledger and record else ["--no-record"])
+    return subprocess.run([sys.executable, "-m", "skill_server.cli", "verify", "flydsl_fp8_blockscale_gemm", *args,
+                           *where], capture_output=True, text=True, timeout=300)
 
 
-def test_cli_verify_passes_an_exact_arm_and_fails_the_e8m0_trap():
-    ok = _cli("--candidate", "arm:torch_dequant", "--baseline", "torch_dequant", "--json", *QUICK)
+def test_cli_verify_passes_an_exact_arm_and_fails_the_e8m0_trap(tmp_path):
+    from skill_server.ledger import Ledger
+
+    ledger = tmp_path / "l.sqlite"
+    ok = _cli("--candidate", "arm:torch_dequant", "--baseline", "torch_dequant", "--json", "--report",
+              str(tmp_path / "ok.json"), *QUICK, ledger=ledger, record=False)
     assert ok.returncode == 0, ok.stderr[-2000:]
     report = json.loads(ok.stdout)
     assert report["card_id"] == "flydsl_fp8_blockscale_gemm" and report["stages"]["parity"]["status"] == "PASS"
-    bad = _cli("--candidate", "arm:e8m0_scaled", "--baseline", "torch_dequant", *QUICK)
-    assert bad.returncode == 1 and "FAIL" in bad.stdout
+    assert not ledger.exists()  # --no-record: nothing stored (the signed report is in ok.json)
+    # timing was off, so there is nothing timed to record: a clear refusal, nothing written
+    rec = subprocess.run([sys.executable, "-m", "skill_server.cli", "record", "--from-report", str(tmp_path / "ok.json"),
+                          "--ledger", str(ledger)], capture_output=True, text=True, timeout=120)
+    assert rec.returncode == 2 and "no result to record" in rec.stderr and "INCONCLUSIVE" in rec.stderr
+    bad = _cli("--candidate", "arm:e8m0_scaled", "--baseline", "torch_dequant", "--report",
+               str(tmp_path / "r.json"), *QUICK, ledger=ledger)
+    assert bad.returncode == 1 and "FAIL" in bad.stdout and "recorded 1 result(s) as verified" in bad.stdout
+    [r] = Ledger(ledger).history()
+    assert r.verdict == "FAIL" and r.evidence.level == "verified" and r.candidate.name == "e8m0_scaled"
+    envelope = json.loads((tmp_path / "r.json").read_text())
+    assert envelope["digest"] == r.evidence.report_digest and envelope["signature"]["value"]
+    again = subprocess.run([sys.executable, "-m", "skill_server.cli", "record", "--from-report", str(tmp_path / "r.json"),
+                            "--ledger", str(ledger)], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2 and "already recorded" in again.stderr
 
 
 def test_cli_verify_refuses_a_card_without_binding_or_an_unknown_arm():
@@ -53,8 +72,10 @@ def test_run_verifier_over_mcp_returns_the_report_with_progress():
 
     result = with_client(build(allow_exec_tools=True), call)
     assert not result.is_error
-    report = result.structured_content
-    assert report["verdict"] == "FAIL" and report["stages"]["parity"]["status"] == "FAIL"
+    answer = result.structured_content
+    assert answer["verdict"] == "FAIL" and answer["stages"]["parity"] == "FAIL"
+    assert answer["shapes"][0]["reasons"]["parity"] and "recorded" not in answer  # write tools are off
+    assert answer["report"].startswith("report://") and "FAIL" in result.content[0].text
     assert seen, "no progress notifications"
 
 

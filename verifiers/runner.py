@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from verifiers import integrity
+from verifiers import integrity, locations
 from verifiers.options import VerifyOptions
 from verifiers.report import STAGES, Flag, ShapeReport, StageResult
 from verifiers.worker import PROGRESS_PREFIX
@@ -78,7 +78,7 @@ def run_worker(
         report_path = Path(tmp) / "shape_report.json"
         cmd = worker_command(problem, candidate, shape, baseline, options, report_path, label, hidden)
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+        env["PYTHONPATH"] = locations.child_pythonpath(env.get("PYTHONPATH"))  # a checkout first; a wheel is on the path
         env.setdefault("PYTHONUNBUFFERED", "1")
         t0 = time.monotonic()
         proc = subprocess.Popen(

@@ -647,8 +647,7 @@ def build(
     require_flydsl()
     import flydsl.compiler as flyc
 
-    a, sa_t, b_sh, sb = inputs["a"], inputs["a_scale_t"], inputs["b_shuffled"], inputs["b_scale"]
-    c = outputs["c"]
+    a, b_sh = inputs["a"], inputs["b_shuffled"]
     M, K = a.shape
     N = b_sh.shape[0]
     cfg = config if config is not None else config_for(M, N, K)
@@ -656,16 +655,49 @@ def build(
     if cfg.scale_mode != "software":
         raise ValueError(f"scale_mode={cfg.scale_mode!r} is a deliberately wrong gate-test variant; use 'software'")
     launcher = compile_blockscale_gemm(N, K, cfg)
-    # flat views made once: launch() allocates nothing
-    args = (_flat(c), _flat(a), _flat(b_sh), _flat(sa_t), _flat(sb), M)
-    if args[0].data_ptr() != c.data_ptr():
-        raise ValueError("outputs['c'] must be contiguous so the kernel writes it in place")
+    args = launcher_args(inputs, outputs)  # flat views made once: launch() allocates nothing
     compiled = flyc.compile(launcher, *args, torch.cuda.current_stream())
     if compiled is None:
         raise RuntimeError("flyc.compile returned nothing: COMPILE_ONLY is set in this process, so it cannot launch")
 
     def launch() -> None:
         compiled(*args, torch.cuda.current_stream())
+
+    return launch
+
+
+def launcher_args(inputs: dict[str, "torch.Tensor"], outputs: dict[str, "torch.Tensor"]) -> tuple:
+    """The launcher's arguments ``(c, a, b_shuffled, a_scale_t, b_scale, M)`` as flat views
+    of the problem's tensors (no copies; the stream is appended by the caller)."""
+    a, sa_t, b_sh, sb, c = inputs["a"], inputs["a_scale_t"], inputs["b_shuffled"], inputs["b_scale"], outputs["c"]
+    args = (_flat(c), _flat(a), _flat(b_sh), _flat(sa_t), _flat(sb), a.shape[0])
+    if args[0].data_ptr() != c.data_ptr():
+        raise ValueError("outputs['c'] must be contiguous so the kernel writes it in place")
+    return args
+
+
+def config_from(described: dict[str, Any]) -> BlockscaleConfig:
+    """The BlockscaleConfig that ``describe`` (a target's ``config``) came from."""
+    fields = BlockscaleConfig.__dataclass_fields__
+    return BlockscaleConfig(**{k: v for k, v in described.items() if k in fields})
+
+
+def build_emulated(inputs: dict[str, "torch.Tensor"], outputs: dict[str, "torch.Tensor"], kernels: dict) -> Any:
+    """The FlyDSL arm on the gfx950 emulator (``verifiers.gfx950.emulator``): CPU tensors,
+    the kernel compiled by the emulated arm's target, the same launcher arguments as
+    ``build``. ``kernels["gemm"](*args)`` runs the compiled launcher on the emulator."""
+    gemm = kernels["gemm"]
+    _check_operands(inputs, outputs, require_gpu=False)
+    M, K = inputs["a"].shape
+    N = inputs["b_shuffled"].shape[0]
+    if (gemm.config.get("N"), gemm.config.get("K")) != (N, K):
+        raise ValueError(f"the emulated kernel was compiled for N={gemm.config.get('N')}, K={gemm.config.get('K')}; "
+                         f"the inputs have N={N}, K={K}")
+    check_shapes(M, N, K, config_from(gemm.config))
+    args = launcher_args(inputs, outputs)
+
+    def launch() -> None:
+        gemm(*args)
 
     return launch
 
@@ -689,7 +721,7 @@ build_xcd8 = make_builder(xcd_swizzle=8)
 build_direct_epilogue = make_builder(epilogue="direct")
 
 
-def _check_operands(inputs: dict[str, "torch.Tensor"], outputs: dict[str, "torch.Tensor"]) -> None:
+def _check_operands(inputs: dict[str, "torch.Tensor"], outputs: dict[str, "torch.Tensor"], require_gpu: bool = True) -> None:
     """Dtype / shape / device checks with errors that name the tensor (ValueError)."""
     import torch
 
@@ -720,7 +752,7 @@ def _check_operands(inputs: dict[str, "torch.Tensor"], outputs: dict[str, "torch
     if tuple(c.shape) != (M, N) or c.dtype != torch.bfloat16 or not c.is_contiguous():
         raise ValueError(f"outputs['c']: expected contiguous bfloat16 [{M}, {N}], got {c.dtype} {list(c.shape)}")
     for name, t in (*((n, inputs[n]) for n in need), ("c", c)):
-        if t.device.type != "cuda":
+        if require_gpu and t.device.type != "cuda":
             raise ValueError(f"{name!r}: on {t.device}; the FlyDSL kernel runs on a ROCm GPU (gfx950)")
         if t.device != a.device:
             raise ValueError(f"{name!r} is on {t.device}, 'a' on {a.device}")

@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import replace
 from types import MappingProxyType
 
-from verifiers.gfx950 import CompileTarget, GateSpec
+from verifiers.gfx950 import CompileTarget, EmulatedArm, GateSpec, emulation_kernel
 
-from .flydsl_gemm import CARD_CONFIG, BlockscaleConfig, describe
+from .flydsl_gemm import CARD_CONFIG, CARD_CONFIG_XCD8, BlockscaleConfig, describe
 
 #: a runtime-M placeholder: M only bounds buffers, the compiled code does not depend on it
 PLACEHOLDER_M = 256
@@ -149,4 +149,49 @@ NEGATIVE_TARGETS = [
         "WRONG on purpose: waves_per_eu=3 squeezes the two-level accumulator into 168 VGPRs -> spills",
         expect_fail=("scratch",),
     ),
+]
+
+
+# --------------------------------------------------------------------------- emulator
+# The 4-wave core run on the gfx950 emulator (verifiers/gfx950/emulator) at small shapes:
+# parity against the problem's oracle on CPU. N and K are compile-time, so each arm
+# compiles its own kernel; M is a runtime argument.
+
+
+def _emulated(name: str, dims: dict, cfg: BlockscaleConfig, arm: str, description: str,
+              expect_parity: bool = True) -> EmulatedArm:
+    n, k = dims["N"], dims["K"]
+
+    def make():
+        from .flydsl_gemm import compile_args
+
+        return compile_args(dims["M"], n, k, cfg)
+
+    gemm = emulation_kernel("gemm", make, {"N": n, "K": k, **describe(cfg)})
+    return EmulatedArm(name=name, arm=arm, dims=dims, kernels={"gemm": gemm}, build="flydsl_gemm:build_emulated",
+                       baseline="torch_dequant", expect_parity=expect_parity, description=description)
+
+
+#: the smallest shape with a ping-pong pair (K = 2 tiles) and two M tiles
+EMU_SMALL = {"M": 128, "N": 256, "K": 256}
+
+#: the smallest valid shape of the card config: one 64-row tile, one 256-wide N tile, one K tile
+EMU_SMALLEST = {"M": 64, "N": 256, "K": 128}
+
+EMULATED_ARMS = [
+    _emulated("xcd8_smallest", EMU_SMALLEST, CARD_CONFIG_XCD8, "flydsl_4wave",
+              "card config at its smallest valid shape (the emulator benchmark's case)"),
+    _emulated("xcd8_small", EMU_SMALL, CARD_CONFIG_XCD8, "flydsl_4wave",
+              "card config (t64x256x128 wpe2, async A copy, cshuffle, XCD swizzle 8)"),
+    _emulated("xcd0_small", EMU_SMALL, CARD_CONFIG, "flydsl_4wave_xcd0", "the xcd0 ablation (no CTA remap)"),
+    _emulated("sync_loop", {"M": 64, "N": 256, "K": 640}, replace(CARD_CONFIG_XCD8, async_copy=False),
+              "flydsl_4wave", "register-staged A copy with the scf.for K loop (5 K tiles: 2 pairs + tail)"),
+    _emulated("direct_tn128", {"M": 64, "N": 384, "K": 384},
+              replace(CARD_CONFIG_XCD8, tile_n=128, epilogue="direct"), "flydsl_4wave",
+              "tile_n=128 (N % 256 != 0) with the direct epilogue, 3 K tiles"),
+    _emulated("pinned_small", EMU_SMALL, replace(CARD_CONFIG_XCD8, mfma="pinned"), "flydsl_4wave",
+              "scaled MFMA with both E8M0 scales pinned to 1.0: exact for fp8, must pass"),
+    _emulated("neg_hw_b_scale", EMU_SMALL, replace(CARD_CONFIG_XCD8, scale_mode="hw_b_scale"), "flydsl_4wave",
+              "WRONG on purpose: real E8M0 block scales (B scale rounded to a power of two) must FAIL parity",
+              expect_parity=False),
 ]

@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 from .contract import ContractError, check_contract, platform_of
-from .twin_configs import TwinConfig, pick_config
+from .twin_configs import DeviceCache, TwinConfig, device_cache, pick_config
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -166,6 +166,17 @@ def _num_sms(device: "torch.device") -> int:
     return 4
 
 
+def _device_cache(device: "torch.device", platform: str) -> DeviceCache:
+    """The cache model of ``device`` from what torch reports (L2 size, gcnArchName)."""
+    if device.type != "cuda":
+        return device_cache("cpu")
+    import torch
+
+    props = torch.cuda.get_device_properties(device)
+    return device_cache(platform, getattr(props, "L2_cache_size", None), getattr(props, "gcnArchName", None),
+                        getattr(props, "name", ""))
+
+
 def _tma_supported(device: "torch.device") -> bool:
     import torch
 
@@ -203,7 +214,7 @@ def build(
         raise ContractError("triton_twin was imported with TRITON_INTERPRET=1 but got GPU tensors")
     num_sms = _num_sms(a.device)
     if config is None:
-        choice = pick_config(m, n, k, platform, num_sms=num_sms)
+        choice = pick_config(m, n, k, platform, num_sms=num_sms, cache=_device_cache(a.device, platform))
         config, reason = choice.config, f"{choice.shape_class}: {choice.reason}"
     else:
         reason = "explicit config"

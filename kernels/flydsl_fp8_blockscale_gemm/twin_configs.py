@@ -20,9 +20,12 @@ this module carries their Hopper analogues, reasoned from the H200's limits:
   upcasts (exact, about a fifth of cuBLAS's speed); the fp8 variants stay in the sweep
   so the bench shows what exactness costs. Strict parity wins over speed.
 - **Wide-N (locality)**: the analogue of the card's XCD swizzle is the program
-  order. When A (M x K bytes) fits in L2, ``group_m`` covers every M tile, so all
-  programs that share a B panel run back to back and each B panel comes from HBM
-  once, while A stays resident.
+  order. When A (M x K bytes) fits in the cache every program shares, ``group_m``
+  covers every M tile, so all programs that share a B panel run back to back and each
+  B panel comes from HBM once, while A stays resident. That cache comes from the device
+  (:class:`DeviceCache`): the H200's 60 MiB L2; on MI355X (gfx950) programs spread
+  round-robin over 8 XCDs whose 4 MiB L2s share nothing, so it is the 256 MiB MALL
+  (Infinity Cache) in front of HBM.
 - **K-light (grid-saturated)**: a 6-step K loop cannot use a deep pipeline;
   3 stages, and the card's wide-tile lever (``tile_n=256``) is a sweep axis.
 - **Narrow-N / deep-K**: the long K loop wants 4 stages; wide tiles (the card's
@@ -47,6 +50,7 @@ TwinPlatform = Literal["cuda", "rocm", "cpu"]
 SCALE_BLOCK = 128
 H200_SMS = 132
 H200_L2_BYTES = 60 * 2**20
+MiB = 2**20
 #: A (M x K fp8 bytes) must fit in this share of L2 for the all-M program order
 A_RESIDENT_FRACTION = 0.4
 WIDE_N_MIN = 16384
@@ -143,9 +147,66 @@ def classify_shape(m: int, n: int, k: int, num_sms: int = H200_SMS) -> tuple[Sha
     return "generic", "no shape class of the card matches; generic 128x128 tile"
 
 
-def _all_m_group(m: int, k: int, block_m: int, l2_bytes: int) -> int | None:
-    """group_m that sweeps every M tile per B panel, when A fits in L2; else None."""
-    if m * k <= A_RESIDENT_FRACTION * l2_bytes:
+class DeviceCache(BaseModel):
+    """The caches a program order can count on.
+
+    ``l2_bytes`` is one L2 (what a device reports: per XCD on AMD's multi-die parts);
+    ``l2_domains`` how many L2s the launch's programs are spread over (round-robin, so
+    neighbouring programs never share one); ``shared_llc_bytes`` a last-level cache that
+    every domain shares (MI355X's MALL), when known.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    l2_bytes: int = Field(gt=0)
+    l2_domains: int = Field(1, ge=1)
+    shared_llc_bytes: int | None = Field(None, gt=0)
+    source: str
+
+    @property
+    def shared_bytes(self) -> int:
+        """The cache all programs share: the L2 of a one-domain GPU; with several domains the
+        shared last-level cache when known, else (conservatively) one domain's L2."""
+        if self.l2_domains == 1:
+            return self.l2_bytes
+        return self.shared_llc_bytes or self.l2_bytes
+
+    @property
+    def label(self) -> str:
+        if self.l2_domains == 1:
+            return f"{self.l2_bytes / MiB:.0f} MiB L2 ({self.source})"
+        llc = f", {self.shared_llc_bytes / MiB:.0f} MiB shared MALL" if self.shared_llc_bytes else ""
+        return f"{self.l2_domains} x {self.l2_bytes / MiB:.0f} MiB L2{llc} ({self.source})"
+
+
+#: the device the twin's exact config was measured on (bench/results/blockscale_h200)
+H200_CACHE = DeviceCache(l2_bytes=H200_L2_BYTES, source="H200, measured")
+#: AMD parts whose cache layout a device query does not fully report (it gives one XCD's L2)
+KNOWN_AMD_CACHES = {
+    "gfx950": DeviceCache(l2_bytes=4 * MiB, l2_domains=8, shared_llc_bytes=256 * MiB,
+                          source="MI355X: 4 MiB L2 per XCD, 8 XCDs, 256 MiB MALL"),
+}
+
+
+def device_cache(platform: TwinPlatform, reported_l2_bytes: int | None = None, arch: str | None = None,
+                 device_name: str = "") -> DeviceCache:
+    """The cache model for a device from what it reports (``L2_cache_size``, ``gcnArchName``).
+
+    A known AMD arch gets its full layout (the query reports one XCD's L2 only); any other
+    GPU its reported L2 as one domain; no report (CPU, interpreter) the H200's, so the
+    measured config stays the default there.
+    """
+    base_arch = (arch or "").split(":")[0]
+    if platform == "rocm" and base_arch in KNOWN_AMD_CACHES:
+        return KNOWN_AMD_CACHES[base_arch]
+    if platform != "cpu" and reported_l2_bytes and reported_l2_bytes > 0:
+        return DeviceCache(l2_bytes=reported_l2_bytes, source=f"reported by {device_name or base_arch or 'the device'}")
+    return H200_CACHE
+
+
+def _all_m_group(m: int, k: int, block_m: int, cache: DeviceCache) -> int | None:
+    """group_m that sweeps every M tile per B panel, when A fits in the shared cache; else None."""
+    if m * k <= A_RESIDENT_FRACTION * cache.shared_bytes:
         return _cdiv(m, block_m)
     return None
 
@@ -156,7 +217,7 @@ def pick_config(
     k: int,
     platform: TwinPlatform = "cuda",
     num_sms: int = H200_SMS,
-    l2_bytes: int = H200_L2_BYTES,
+    cache: DeviceCache = H200_CACHE,
 ) -> ConfigChoice:
     """Default config for ``(M, N, K)`` on ``platform``, with the shape class and why."""
     if min(m, n, k) <= 0 or k % SCALE_BLOCK or n % SCALE_BLOCK:
@@ -167,12 +228,13 @@ def pick_config(
     tma = platform == "cuda"
     notes = []
     if cls == "wide_n":
-        group = _all_m_group(m, k, block_m, l2_bytes)
+        group = _all_m_group(m, k, block_m, cache)
         if group is None:
             group = 8
-            notes.append(f"A ({m * k / 2**20:.0f} MiB) does not fit in L2: grouped order, group_m=8")
+            notes.append(f"A ({m * k / MiB:.0f} MiB) does not fit in the {cache.label}: grouped order, group_m=8")
         else:
-            notes.append(f"A ({m * k / 2**20:.1f} MiB) stays in L2: group_m={group} walks all M tiles per B panel")
+            notes.append(f"A ({m * k / MiB:.1f} MiB) stays in the {cache.label}: "
+                         f"group_m={group} walks all M tiles per B panel")
         cfg = dict(block_m=block_m, group_m=group, num_warps=warps, num_stages=4)
     elif cls == "k_light":
         cfg = dict(block_m=block_m, group_m=8, num_warps=warps, num_stages=3)
@@ -205,11 +267,11 @@ def sweep_configs(
     k: int,
     platform: TwinPlatform = "cuda",
     num_sms: int = H200_SMS,
-    l2_bytes: int = H200_L2_BYTES,
+    cache: DeviceCache = H200_CACHE,
     limit: int | None = None,
 ) -> list[TwinConfig]:
     """The default config first, then a handful of alternatives for this shape class."""
-    choice = pick_config(m, n, k, platform, num_sms, l2_bytes)
+    choice = pick_config(m, n, k, platform, num_sms, cache)
     base = choice.config
     tma = base.use_tma
     # most promising first (``limit`` keeps the head of the list). Compiled for sm_90

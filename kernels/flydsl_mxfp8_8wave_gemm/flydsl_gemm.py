@@ -439,6 +439,26 @@ def build(
     return launch
 
 
+def build_emulated(inputs: "dict[str, torch.Tensor]", outputs: "dict[str, torch.Tensor]", kernels: dict) -> Callable[[], None]:
+    """The FlyDSL arm on the gfx950 emulator (``verifiers.gfx950.emulator``): CPU tensors,
+    the same launcher arguments as ``build``; ``kernels["gemm"]`` is the kernel compiled by
+    the emulated arm's target (K and the wave grid are compile-time)."""
+    a, b_sh, sa_sh, sb_sh, c = (
+        inputs["a"], inputs["b_shuffled"], inputs["a_scale_shuffled"], inputs["b_scale_shuffled"], outputs["c"]
+    )
+    m, n, k = _check_operands(a, b_sh, sa_sh, sb_sh, c)
+    gemm = kernels["gemm"]
+    if gemm.config.get("K") != k:
+        raise ValueError(f"the emulated kernel was compiled for K={gemm.config.get('K')}, the inputs have K={k}")
+    check_shape(m, n, k, KernelConfig(waves_m=gemm.config["waves_m"], waves_n=gemm.config["waves_n"]))
+    args = launcher_args(a, b_sh, sa_sh, sb_sh, c)[:-1]
+
+    def launch() -> None:
+        gemm(*args)
+
+    return launch
+
+
 def compile_args(cfg: "KernelConfig | None" = None, m: int = 128, n: int = 256, k: int = 256) -> tuple:
     """``(jit launcher, placeholder args)`` for a compile-only build on a machine with no
     GPU (the gfx950 gates): CPU placeholder tensors of the right dtypes and sizes."""

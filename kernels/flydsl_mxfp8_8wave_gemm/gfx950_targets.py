@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from verifiers.gfx950 import CompileTarget, GateSpec
+from verifiers.gfx950 import CompileTarget, EmulatedArm, GateSpec, emulation_kernel
 
 SCALED_MFMA = r"v_mfma_scale_f32_16x16x128_f8f6f4"
 UNSCALED_F8F6F4 = r"v_mfma_f32_16x16x128_f8f6f4"
@@ -101,4 +101,34 @@ NEGATIVE_TARGETS = [
         config=_config(2, 2, 2048, "omitted"),
         expect_fail=("scaled_mfma", "required", "forbidden"),
     ),
+]
+
+
+# --------------------------------------------------------------------------- emulator
+# The kernel on the gfx950 emulator (verifiers/gfx950/emulator) at small shapes: parity
+# against the problem's oracle on CPU; the two wrong scale modes must fail it.
+
+
+def _emulated(name: str, dims: dict, waves: tuple[int, int], scale_mode: str = "real",
+              expect_parity: bool = True, description: str = "") -> EmulatedArm:
+    def make() -> tuple[Any, tuple]:
+        from skill_kernels.flydsl_mxfp8_8wave_gemm.flydsl_gemm import KernelConfig, compile_args
+
+        cfg = KernelConfig(waves_m=waves[0], waves_n=waves[1], scale_mode=scale_mode)
+        return compile_args(cfg, m=dims["M"], n=dims["N"], k=dims["K"])
+
+    gemm = emulation_kernel("gemm", make, _config(waves[0], waves[1], dims["K"], scale_mode))
+    return EmulatedArm(name=name, arm="flydsl_4wave", dims=dims, kernels={"gemm": gemm},
+                       build="flydsl_gemm:build_emulated", baseline="torch_dequant", expect_parity=expect_parity,
+                       description=description)
+
+
+EMULATED_ARMS = [
+    _emulated("real_2x2", {"M": 128, "N": 128, "K": 256}, (2, 2), description="default 2x2 wave grid, 2 K steps"),
+    _emulated("real_4x1_tail", {"M": 192, "N": 64, "K": 384}, (4, 1),
+              description="tall 4x1 grid, an M tail inside the block and an odd number of K steps"),
+    _emulated("scales_pinned", {"M": 128, "N": 128, "K": 256}, (2, 2), "pinned", expect_parity=False,
+              description="WRONG on purpose: scale operands pinned to E8M0 1.0 must FAIL parity"),
+    _emulated("scales_omitted", {"M": 128, "N": 128, "K": 256}, (2, 2), "omitted", expect_parity=False,
+              description="WRONG on purpose: scales omitted (unscaled MFMA) must FAIL parity"),
 ]

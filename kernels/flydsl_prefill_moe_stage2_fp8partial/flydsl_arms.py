@@ -79,3 +79,71 @@ def build_fp8_epilogue(inputs: Tensors, outputs: Tensors) -> Stage2Launch:
     return Stage2Launch(
         steps=((gname, gemm), (sname, store), (rname, red)), partial=partial, producer_scale=scale, reducer_scale=scale
     )
+
+
+# --------------------------------------------------------------------------- emulator
+# The same arms with the FlyDSL kernels run on the gfx950 emulator
+# (``verifiers.gfx950.emulator``) and the Triton GEMM in Triton's CPU interpreter: parity of
+# the FlyDSL reduce and store epilogue on a machine with no AMD GPU. ``kernels[role]`` is
+# a kernel compiled by the emulated arm's target (``gfx950_targets.EMULATED_ARMS``); its
+# scale is a compile-time constant (``config["scale"]``), the producer's is calibrated.
+
+
+def _reducer_scale(kernels: dict, producer: float | None) -> float | None:
+    """The scale the emulated reducer was compiled with: the calibrated one times the
+    target's ``scale_factor`` (2.0 for the deliberately mismatched reducer)."""
+    cfg = kernels["reduce"].config
+    return producer * cfg.get("scale_factor", 1.0) if cfg.get("fp8") and producer is not None else None
+
+
+def _emulated_reduce(kernels: dict, partial: "torch.Tensor", out: "torch.Tensor", m: int):
+    import torch
+
+    red = kernels["reduce"]
+    src = partial.view(torch.uint8) if partial.dtype == torch.float8_e4m3fn else partial
+    return red.kernel_name, lambda: red(src, out, m)
+
+
+def build_stage2_emulated(inputs: Tensors, outputs: Tensors, kernels: dict, *, fp8: bool) -> Stage2Launch:
+    import torch
+
+    d = dims_of(inputs)
+    out = check_outputs(outputs, d)
+    scale = calibrated_scale(inputs) if fp8 else None
+    partial = torch.empty(d["M"] * d["top_k"], d["N"], device=out.device,
+                          dtype=torch.float8_e4m3fn if fp8 else torch.bfloat16)
+    gemm, gname = triton_stage2_gemm.launcher(inputs, partial, scale)
+    rname, red = _emulated_reduce(kernels, partial, out, d["M"])
+    return Stage2Launch(steps=((gname, gemm), (rname, red)), partial=partial, producer_scale=scale,
+                        reducer_scale=_reducer_scale(kernels, scale), annotate=True)
+
+
+def build_fp8_emulated(inputs: Tensors, outputs: Tensors, kernels: dict) -> Stage2Launch:
+    return build_stage2_emulated(inputs, outputs, kernels, fp8=True)
+
+
+def build_bf16_emulated(inputs: Tensors, outputs: Tensors, kernels: dict) -> Stage2Launch:
+    return build_stage2_emulated(inputs, outputs, kernels, fp8=False)
+
+
+def build_fp8_epilogue_emulated(inputs: Tensors, outputs: Tensors, kernels: dict) -> Stage2Launch:
+    """GEMM to fp32 accumulator rows (CPU), FlyDSL store epilogue and reduce (emulated)."""
+    import torch
+
+    d = dims_of(inputs)
+    out = check_outputs(outputs, d)
+    scale = calibrated_scale(inputs)
+    sorted_ids = inputs["sorted_ids"]
+    acc = torch.empty(sorted_ids.numel(), d["N"], device=out.device, dtype=torch.float32)
+    partial = torch.empty(d["M"] * d["top_k"], d["N"], device=out.device, dtype=torch.float8_e4m3fn)
+    gemm, gname = triton_stage2_gemm.launcher(inputs, acc, None)
+    store = kernels["store"]
+    weights = inputs["topk_weights"].reshape(-1)
+    dst = partial.view(torch.uint8)
+    rows, num_valid = sorted_ids.numel(), partial.shape[0]
+    rname, red = _emulated_reduce(kernels, partial, out, d["M"])
+    return Stage2Launch(
+        steps=((gname, gemm), (store.kernel_name, lambda: store(acc, sorted_ids, weights, dst, rows, num_valid)),
+               (rname, red)),
+        partial=partial, producer_scale=scale, reducer_scale=_reducer_scale(kernels, scale), annotate=True,
+    )

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from verifiers.gfx950 import CompileTarget, GateSpec
+from verifiers.gfx950 import CompileTarget, EmulatedArm, GateSpec, emulation_kernel
 
 from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.fp8_format import as_f32, f32_bits
 
@@ -156,4 +156,59 @@ NEGATIVE_TARGETS = [
         "the bf16 partial store gated as fp8: no f32 -> fp8 conversion, no s",
         expect_fail=("required", "required_ir"),
     ),
+]
+
+
+# --------------------------------------------------------------------------- emulator
+# The FlyDSL reduce and store epilogue on the gfx950 emulator (verifiers/gfx950/emulator)
+# at small shapes, behind the Triton stage-2 GEMM run in Triton's CPU interpreter; parity
+# against the problem's oracle. The scale is the calibrated one for the arm's dims
+# (computed inside ``make``, in the compile subprocess), x2 for the wrong reducer.
+EMU_DIMS = {"M": 24, "N": 96, "K": 64, "E": 8, "top_k": 2}
+EMU_RAGGED = {"M": 16, "N": 160, "K": 48, "E": 16, "top_k": 4}
+
+
+def _calibrated(dims: dict) -> float:
+    from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.calibration import scale_for
+
+    return scale_for(dims).scale
+
+
+def _emu_reduce(dims: dict, fp8: bool, scale_factor: float = 1.0):
+    def make():
+        from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.flydsl_reduce import compile_args
+
+        return compile_args(dims["top_k"], dims["N"], _calibrated(dims) * scale_factor if fp8 else None)
+
+    cfg = {"kernel": "reduce", "top_k": dims["top_k"], "N": dims["N"], "fp8": fp8, "scale_factor": scale_factor}
+    return emulation_kernel("reduce", make, cfg)
+
+
+def _emu_store(dims: dict):
+    def make():
+        from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.flydsl_stage2_epilogue import compile_args
+
+        return compile_args(dims["N"], _calibrated(dims), "f32")
+
+    return emulation_kernel("store", make, {"kernel": "store", "N": dims["N"], "acc": "f32"})
+
+
+EMULATED_ARMS = [
+    EmulatedArm(name="fp8_reduce", arm="flydsl_fp8", dims=EMU_DIMS, kernels={"reduce": _emu_reduce(EMU_DIMS, True)},
+                build="flydsl_arms:build_fp8_emulated", baseline="triton_bf16",
+                description="Triton GEMM (CPU) storing e4m3(P*s) + the FlyDSL infp8 reduce (emulated)"),
+    EmulatedArm(name="fp8_reduce_ragged", arm="flydsl_fp8", dims=EMU_RAGGED,
+                kernels={"reduce": _emu_reduce(EMU_RAGGED, True)}, build="flydsl_arms:build_fp8_emulated",
+                baseline="triton_bf16", description="top_k=4, N=160 (ragged column tile)"),
+    EmulatedArm(name="fp8_epilogue", arm="flydsl_fp8_epilogue", dims=EMU_DIMS,
+                kernels={"store": _emu_store(EMU_DIMS), "reduce": _emu_reduce(EMU_DIMS, True)},
+                build="flydsl_arms:build_fp8_epilogue_emulated", baseline="triton_bf16",
+                description="GEMM to fp32 rows (CPU) + FlyDSL fp8 store epilogue + FlyDSL reduce (both emulated)"),
+    EmulatedArm(name="bf16_reduce", arm="flydsl_bf16", dims=EMU_DIMS, kernels={"reduce": _emu_reduce(EMU_DIMS, False)},
+                build="flydsl_arms:build_bf16_emulated", baseline="triton_bf16",
+                description="the bf16-partial baseline reducer (emulated)"),
+    EmulatedArm(name="neg_reduce_2s", arm="flydsl_fp8", dims=EMU_DIMS,
+                kernels={"reduce": _emu_reduce(EMU_DIMS, True, 2.0)}, build="flydsl_arms:build_fp8_emulated",
+                baseline="triton_bf16", expect_parity=False,
+                description="WRONG on purpose: a reducer compiled with 2s (the producer's s) must FAIL parity"),
 ]

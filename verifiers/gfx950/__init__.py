@@ -27,11 +27,12 @@ from verifiers.gfx950.gates import (
 )
 from verifiers.gfx950.isa import KernelArtifacts, KernelResources
 from verifiers.gfx950.compile import CompileArtifacts, compile_target, compile_targets
-from verifiers.gfx950.targets import CompileTarget, load_targets
+from verifiers.gfx950.targets import CompileTarget, EmulatedArm, emulation_kernel, load_targets
 
 __all__ = [
     "CompileArtifacts",
     "CompileTarget",
+    "EmulatedArm",
     "GateReport",
     "GateResult",
     "GateSpec",
@@ -41,6 +42,7 @@ __all__ = [
     "check_kernel",
     "compile_target",
     "compile_targets",
+    "emulation_kernel",
     "load_targets",
     "run_gates",
 ]

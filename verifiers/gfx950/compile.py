@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,15 +32,17 @@ import traceback
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, PrivateAttr
 
+from verifiers import locations
 from verifiers.gfx950 import env as _env
 from verifiers.gfx950.isa import KernelArtifacts, ir_function, kernel_names, parse_resources
 
-KERNELS_DIR = _env.REPO_ROOT / "kernels"
+KERNELS_DIR = locations.KERNELS_DIR
 #: files of this package that shape the compiled code
 _OWN_SOURCES = ("verifiers/gfx950/compile.py", "verifiers/gfx950/env.py")
 EXIT_SKIPPED = 3  # the child found the toolchain missing
+ARTIFACT_FORMAT = "2"  # 2: entries keep each kernel's code object and host launcher (the emulator's input)
 
 
 class CompileArtifacts(BaseModel):
@@ -59,6 +62,8 @@ class CompileArtifacts(BaseModel):
     flydsl_version: str | None = None
     artifacts_dir: str | None = None
     sources: dict[str, str] = {}  # repo-relative path -> sha256 of what the compile imported
+    #: bytes of the per-kernel code object / host launcher files between the child and the cache
+    _files: dict[str, bytes] = PrivateAttr(default_factory=dict)
 
 
 def compile_target(
@@ -133,6 +138,7 @@ def cache_key(target) -> str:  # noqa: ANN001 - CompileTarget
     h.update(_env.flydsl_version().encode())
     h.update(_env.ARCH.encode())
     h.update(str(_env.find_ld_lld().resolve()).encode())
+    h.update(ARTIFACT_FORMAT.encode())
     return h.hexdigest()
 
 
@@ -144,7 +150,7 @@ def _sources_unchanged(sources: dict[str, str]) -> bool:
     if not sources:
         return False
     for rel, digest in sources.items():
-        f = _env.REPO_ROOT / rel
+        f = locations.repo_path(rel)
         if not f.is_file() or _sha256(f) != digest:
             return False
     return True
@@ -174,6 +180,8 @@ def _store_entry(art: CompileArtifacts, entry: Path) -> None:
     for k in art.kernels:
         (tmp / f"{k.kernel}.s").write_text(k.isa)
         (tmp / f"{k.kernel}.ll").write_text(k.llvm_ir)
+    for fname, blob in art._files.items():  # code objects and host launchers read from the child
+        (tmp / fname).write_bytes(blob)
     slim = art.model_copy(deep=True)
     for k in slim.kernels:
         k.isa, k.llvm_ir = "", ""
@@ -199,13 +207,11 @@ def _run_batch(folder: str, names: list[str], root: Path, timeout_s: float) -> d
         out = Path(tmp)
         cmd = [sys.executable, "-m", "verifiers.gfx950.compile", folder, str(out), str(root), *names]
         child_env = dict(os.environ)
-        child_env["PYTHONPATH"] = os.pathsep.join(
-            [str(_env.REPO_ROOT)] + ([child_env["PYTHONPATH"]] if child_env.get("PYTHONPATH") else [])
-        )
+        child_env["PYTHONPATH"] = locations.child_pythonpath(child_env.get("PYTHONPATH"))
         limit = timeout_s * len(names)
         try:
             proc = subprocess.run(
-                cmd, cwd=str(_env.REPO_ROOT), env=child_env, capture_output=True, text=True, timeout=limit
+                cmd, cwd=str(locations.CODE_ROOT if not locations.INSTALLED else out), env=child_env, capture_output=True, text=True, timeout=limit
             )
             rc, tail = proc.returncode, (proc.stdout[-2000:] + "\n" + proc.stderr[-4000:]).strip()
         except subprocess.TimeoutExpired:
@@ -243,7 +249,7 @@ def _read_result(folder: str, name: str, d: Path) -> CompileArtifacts | None:
             folder=folder, target=name, status="error",
             reason="the compile produced no kernel (no .amdhsa_kernel in the final ISA)",
         )
-    return CompileArtifacts(
+    art = CompileArtifacts(
         folder=folder,
         target=name,
         status="ok",
@@ -252,14 +258,55 @@ def _read_result(folder: str, name: str, d: Path) -> CompileArtifacts | None:
         flydsl_version=info.get("flydsl_version"),
         sources=info.get("sources", {}),
     )
+    for k in kernels:
+        for fname in (k.code_object_file, k.host_ir_file):
+            if fname:
+                art._files[fname] = (d / fname).read_bytes()
+    return art
 
 
 def _kernel_artifacts(d: Path, name: str) -> KernelArtifacts:
     isa = (d / f"{name}.s").read_text()
     ll = d / f"{name}.ll"
     return KernelArtifacts(
-        kernel=name, isa=isa, llvm_ir=ll.read_text() if ll.is_file() else "", resources=parse_resources(isa, name)
+        kernel=name,
+        isa=isa,
+        llvm_ir=ll.read_text() if ll.is_file() else "",
+        resources=parse_resources(isa, name),
+        code_object_file=f"{name}.hsaco" if (d / f"{name}.hsaco").is_file() else "",
+        host_ir_file=f"{name}.host.mlir" if (d / f"{name}.host.mlir").is_file() else "",
     )
+
+
+_BIN_ATTR = re.compile(r'bin = "((?:[^"\\]|\\.)*)"')
+
+
+def split_binary_module(text: str) -> tuple[bytes, str]:
+    """From FlyDSL's ``*_gpu_module_to_binary.mlir`` dump: the code object bytes of its
+    ``gpu.binary`` (an MLIR string literal: ``\\XX`` hex escapes) and the module text with
+    that blob replaced by ``bin = "<code object>"`` (the host launcher the emulator reads)."""
+    m = _BIN_ATTR.search(text)
+    if not m:
+        return b"", text
+    return unescape_mlir_string(m.group(1)), text[: m.start()] + 'bin = "<code object>"' + text[m.end():]
+
+
+def unescape_mlir_string(s: str) -> bytes:
+    out = bytearray()
+    i, n = 0, len(s)
+    simple = {"n": 10, "t": 9, '"': 34, "\\": 92}
+    while i < n:
+        c = s[i]
+        if c != "\\":
+            out += c.encode()
+            i += 1
+        elif s[i + 1] in simple:
+            out.append(simple[s[i + 1]])
+            i += 2
+        else:
+            out.append(int(s[i + 1 : i + 3], 16))
+            i += 3
+    return bytes(out)
 
 
 # --------------------------------------------------------------------------- child side
@@ -268,16 +315,16 @@ def _kernel_artifacts(d: Path, name: str) -> KernelArtifacts:
 def _imported_sources(extra: tuple[str, ...]) -> dict[str, str]:
     """sha256 of the repo files that shape the compile: imported kernel modules, this
     package's compile/env code and the target's declared extra sources."""
-    root = _env.REPO_ROOT
-    files: set[Path] = {root / s for s in _OWN_SOURCES} | {root / s for s in extra}
+    files: set[Path] = {locations.repo_path(s) for s in (*_OWN_SOURCES, *extra)}
     for mod in list(sys.modules.values()):
         f = getattr(mod, "__file__", None)
         if not f:
             continue
         p = Path(f).resolve()
-        if p.is_relative_to(KERNELS_DIR) or p.is_relative_to(root / "skill_kernels"):
+        if p.is_relative_to(KERNELS_DIR) or p.is_relative_to(locations.CODE_ROOT / "skill_kernels"):
             files.add(p)
-    return {str(p.relative_to(root)): _sha256(p) for p in sorted(files) if p.is_file()}
+    keyed = {rel: p for p in files if p.is_file() and (rel := locations.repo_relative(p)) is not None}
+    return {rel: _sha256(p) for rel, p in sorted(keyed.items())}
 
 
 def _compile_one(folder: str, name: str, d: Path) -> None:
@@ -297,9 +344,15 @@ def _compile_one(folder: str, name: str, d: Path) -> None:
         isa = isa_file.read_text()
         lls = sorted(isa_file.parent.glob("*_llvm_ir.ll"))
         ir = lls[-1].read_text() if lls else ""
+        binaries = sorted(isa_file.parent.glob("*_gpu_module_to_binary.mlir"))
+        module = binaries[-1].read_text() if binaries else ""
         for kname in kernel_names(isa):
             (d / f"{kname}.s").write_text(isa)
             (d / f"{kname}.ll").write_text(ir_function(ir, kname) or ir)
+            if module:  # the linked code object and the host launcher, for the emulator
+                hsaco, host = split_binary_module(module)
+                (d / f"{kname}.hsaco").write_bytes(hsaco)
+                (d / f"{kname}.host.mlir").write_text(host)
             names.append(kname)
     shutil.rmtree(dump, ignore_errors=True)
     (d / "result.json").write_text(

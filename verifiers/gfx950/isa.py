@@ -58,6 +58,11 @@ class KernelArtifacts(BaseModel):
     isa: str
     llvm_ir: str = ""
     resources: KernelResources
+    #: file name (in the artifacts dir) of the linked code object holding this kernel, and
+    #: of the host launch module (FlyDSL's lowered launcher, code object blob stripped):
+    #: what the emulator runs. Empty for artifacts compiled before these were kept.
+    code_object_file: str = ""
+    host_ir_file: str = ""
 
 
 class ScaledMfmaSummary(BaseModel):

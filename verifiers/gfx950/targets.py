@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -61,6 +61,40 @@ class CompileTarget:
     expect_fail: tuple[str, ...] = ()
 
 
+def emulation_kernel(name: str, make: Callable[[], tuple[Callable[..., Any], tuple[Any, ...]]],
+                     config: Mapping[str, Any] | None = None, sources: tuple[str, ...] = ()) -> CompileTarget:
+    """A compile that only feeds the emulator (no static claims, so no gates)."""
+    return CompileTarget(name=name, make=make, gates=GateSpec(), description="emulation kernel",
+                         config=MappingProxyType(dict(config or {})), sources=sources)
+
+
+@dataclass(frozen=True)
+class EmulatedArm:
+    """One of the problem's FlyDSL arms, run on the gfx950 emulator at a small shape.
+
+    name: unique in the folder (``[A-Za-z0-9_]``); arm: the problem arm it stands for;
+    dims: the problem dims it runs at (compile-time dims of its kernels follow from them);
+    kernels: role -> the FlyDSL compile of each emulated kernel (compiled like any target);
+    build: ``"module:function"`` in the folder, ``build(inputs, outputs, kernels) -> launch``
+      where ``kernels[role](*launcher_args)`` runs that kernel on the emulator;
+    expect_parity: False for a deliberately wrong variant that must FAIL the problem's parity;
+    baseline: a CPU-runnable arm of the problem that stands in for the baseline in the
+      relative parity rules (the problem's own baseline may need a GPU).
+    """
+
+    name: str
+    arm: str
+    dims: Mapping[str, int]
+    kernels: Mapping[str, CompileTarget]
+    build: str
+    baseline: str
+    expect_parity: bool = True
+    description: str = ""
+
+    def kernel_target_name(self, role: str) -> str:
+        return f"emu_{self.name}_{role}"
+
+
 @dataclass(frozen=True)
 class FolderTargets:
     """The targets one kernel folder declares."""
@@ -68,9 +102,23 @@ class FolderTargets:
     folder: str
     targets: tuple[CompileTarget, ...]
     negative: tuple[CompileTarget, ...]
+    emulated: tuple[EmulatedArm, ...] = ()
 
     def all(self) -> tuple[CompileTarget, ...]:
+        """The gated targets (emulation kernels carry no static claims and are not gated)."""
         return self.targets + self.negative
+
+    def emulation_kernels(self) -> dict[str, CompileTarget]:
+        """Compile-target name -> target, for every kernel of every emulated arm."""
+        return {arm.kernel_target_name(role): replace(t, name=arm.kernel_target_name(role))
+                for arm in self.emulated for role, t in arm.kernels.items()}
+
+    def emulated_arm(self, name: str) -> EmulatedArm:
+        for a in self.emulated:
+            if a.name == name:
+                return a
+        raise KeyError(f"kernels/{self.folder}/gfx950_targets.py has no emulated arm {name!r}; "
+                       f"available: {[a.name for a in self.emulated]}")
 
     def get(self, name: str) -> tuple[CompileTarget, bool]:
         """Return ``(target, is_negative)``; raise KeyError listing the valid names."""
@@ -80,7 +128,10 @@ class FolderTargets:
         for t in self.negative:
             if t.name == name:
                 return t, True
-        names = [t.name for t in self.all()]
+        emu = self.emulation_kernels()
+        if name in emu:
+            return emu[name], False
+        names = [t.name for t in self.all()] + sorted(emu)
         raise KeyError(f"kernels/{self.folder}/gfx950_targets.py has no target {name!r}; available: {names}")
 
 
@@ -101,6 +152,7 @@ def load_targets(folder: str) -> FolderTargets:
         raise
     targets = tuple(getattr(module, "TARGETS", ()))
     negative = tuple(getattr(module, "NEGATIVE_TARGETS", ()))
+    emulated = tuple(getattr(module, "EMULATED_ARMS", ()))
     seen: set[str] = set()
     for t in targets + negative:
         if not isinstance(t, CompileTarget):
@@ -108,6 +160,16 @@ def load_targets(folder: str) -> FolderTargets:
         if t.name in seen:
             raise ValueError(f"kernels/{folder}/gfx950_targets.py: duplicate target name {t.name!r}")
         seen.add(t.name)
+    for a in emulated:
+        if not isinstance(a, EmulatedArm) or not all(isinstance(k, CompileTarget) for k in a.kernels.values()):
+            raise TypeError(f"kernels/{folder}/gfx950_targets.py: {a!r} is not an EmulatedArm of CompileTargets")
+        if not a.name.replace("_", "").isalnum():
+            raise ValueError(f"kernels/{folder}/gfx950_targets.py: emulated arm name {a.name!r} must be [A-Za-z0-9_]")
+        for role in a.kernels:
+            n = a.kernel_target_name(role)
+            if n in seen:
+                raise ValueError(f"kernels/{folder}/gfx950_targets.py: duplicate target name {n!r}")
+            seen.add(n)
     if not targets:
         raise ValueError(f"kernels/{folder}/gfx950_targets.py: TARGETS is empty")
-    return FolderTargets(folder=folder, targets=targets, negative=negative)
+    return FolderTargets(folder=folder, targets=targets, negative=negative, emulated=emulated)

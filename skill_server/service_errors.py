@@ -1,0 +1,6 @@
+"""The service's one error type (adapters turn it into an is_error result or exit code 2)."""
+from __future__ import annotations
+
+
+class ServiceError(ValueError):
+    """A request the service cannot serve; the message says what to change."""

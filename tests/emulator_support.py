@@ -1,0 +1,65 @@
+"""Helpers for the emulator tests: toolchain skips and code-object patching.
+
+Patching a real, compiler-generated kernel (an ``s_waitcnt`` or ``s_barrier`` turned into
+``s_nop 0``) is how the hazard tests build kernels a silicon run would break on.
+"""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+S_NOP_0 = 0xBF800000
+S_TRAP_2 = 0xBF920002  # an opcode the emulator does not implement
+
+
+def require_llvm() -> None:
+    from verifiers.gfx950.emulator.decoder import find_objdump
+    from verifiers.gfx950.emulator.errors import CodeObjectError
+
+    try:
+        find_objdump()
+    except CodeObjectError as exc:
+        pytest.skip(str(exc))
+
+
+def require_flydsl_toolchain() -> None:
+    from verifiers.gfx950 import env
+
+    problem = env.toolchain_problem()
+    if problem:
+        pytest.skip(problem)
+    if shutil.which("python3") is None:  # pragma: no cover
+        pytest.skip("no python3 for the compile subprocess")
+
+
+def instructions(code: bytes, kernel: str):  # noqa: ANN201
+    from verifiers.gfx950.emulator.code_object import load_code_object
+    from verifiers.gfx950.emulator.decoder import decode
+
+    co = load_code_object(code)
+    return decode(co, co.kernel(kernel))
+
+
+def patch_words(code: bytes, address: int, words: list[int]) -> bytes:
+    """A copy of the code object with the 32-bit words at virtual ``address`` replaced."""
+    from verifiers.gfx950.emulator.elf import ElfFile
+
+    elf = ElfFile(code)
+    for sec in elf.sections:
+        if sec.addr and sec.addr <= address < sec.addr + sec.size:
+            off = sec.offset + address - sec.addr
+            out = bytearray(code)
+            for i, w in enumerate(words):
+                out[off + 4 * i : off + 4 * i + 4] = w.to_bytes(4, "little")
+            return bytes(out)
+    raise AssertionError(f"address 0x{address:x} is in no section")
+
+
+def nop_out(code: bytes, kernel: str, pick) -> tuple[bytes, list]:  # noqa: ANN001
+    """Replace every instruction ``pick(ins)`` selects by s_nop 0 (one per dword)."""
+    chosen = [i for i in instructions(code, kernel) if pick(i)]
+    assert chosen, "nothing to patch"
+    for ins in chosen:
+        code = patch_words(code, ins.address, [S_NOP_0] * (ins.size // 4))
+    return code, chosen

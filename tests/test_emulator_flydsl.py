@@ -1,0 +1,147 @@
+"""The cards' FlyDSL kernels executed on the gfx950 emulator (compiled as the gates compile
+them): each emulated arm passes its problem's parity against the oracle at a small shape,
+each deliberately wrong variant fails it, and no run shows a hazard."""
+from __future__ import annotations
+
+import pytest
+
+from tests.emulator_support import require_flydsl_toolchain, require_llvm
+
+FOLDERS = ("flydsl_fp8_blockscale_gemm", "flydsl_mxfp8_8wave_gemm", "flydsl_prefill_moe_stage2_fp8partial")
+
+pytestmark = [pytest.mark.flydsl, pytest.mark.slow]
+
+
+def _arms():
+    from verifiers.gfx950.targets import load_targets
+
+    return [(f, a.name) for f in FOLDERS for a in load_targets(f).emulated]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _compiled():
+    """Compile every emulation kernel of a folder in one batch (one torch/flydsl import per worker)."""
+    require_llvm()
+    require_flydsl_toolchain()
+    from verifiers.gfx950.compile import compile_targets
+    from verifiers.gfx950.targets import load_targets
+
+    for folder in FOLDERS:
+        names = list(load_targets(folder).emulation_kernels())
+        arts = compile_targets(folder, names)
+        bad = {n: a.reason for n, a in arts.items() if a.status != "ok"}
+        assert not bad, bad
+
+
+@pytest.mark.parametrize(("folder", "arm"), _arms())
+def test_emulated_arm_parity(folder, arm):
+    from verifiers.gfx950.emulator.flydsl_arm import run_emulated_parity
+
+    r = run_emulated_parity(folder, arm, seed=0)
+    assert r.as_expected, (f"{folder}/{arm}: parity {'held' if r.parity_holds else 'failed'}, expected "
+                           f"{'to hold' if r.expect_parity else 'to fail'}; {r.failures}")
+    assert not r.hazards, r.hazards
+    assert r.launches and all(rep.instructions > 0 for rep in r.launches)
+    if (folder, arm) == ("flydsl_mxfp8_8wave_gemm", "real_4x1_tail"):
+        # the M tail inside a 256-row block: buffer-resource bounds read 0 / drop stores, as on silicon
+        assert r.launches[0].buffer_oob_loads > 0 and r.launches[0].buffer_oob_stores > 0
+
+
+def test_host_layout_matches_flydsl_packing():
+    """The dynamic-layout struct the emulator builds for a tensor is byte-for-byte what
+    FlyDSL's own C ABI packer writes."""
+    import torch
+    from flydsl.compiler.jit_argument import TorchTensorJitArg
+
+    from verifiers.gfx950.emulator.flydsl_host import tensor_layout_values
+
+    for t in (torch.zeros(7, 33, dtype=torch.uint8), torch.zeros(12), torch.zeros(5, 6, 8).permute(0, 2, 1).contiguous(),
+              torch.zeros(10, 40)[:, :16]):
+        arg = TorchTensorJitArg(t)
+        slots = arg.__c_abi_spec__()
+        assert len(slots) == 2
+        ctype, fill = slots[1]
+        buf = ctype()
+        fill(arg, buf)
+        vals = tensor_layout_values(t)
+        fmt_bytes = b"".join(int(v).to_bytes(4 if i < t.dim() else 8, "little", signed=True) for i, v in enumerate(vals))
+        assert bytes(buf) == fmt_bytes, (t.shape, t.stride())
+
+
+def test_host_launcher_computes_the_grid():
+    """The block-scale launcher's grid comes from interpreting its host code: ceil(M/64) x N/256."""
+    import torch
+
+    from verifiers.gfx950.emulator.flydsl_arm import emulated_kernels
+
+    gemm = emulated_kernels("flydsl_fp8_blockscale_gemm", "xcd8_small")["gemm"]
+    n, k = gemm.config["N"], gemm.config["K"]
+    for m in (1, 63, 64, 65, 200):
+        args = (torch.zeros(m * n, dtype=torch.bfloat16), torch.zeros(m * k, dtype=torch.int8),
+                torch.zeros(n * k, dtype=torch.int8), torch.zeros(k // 128 * m), torch.zeros(n // 128 * (k // 128)), m)
+        hl = gemm.host.run(args)
+        assert hl.grid == (-(-m // 64), n // 256, 1) and hl.block == (256, 1, 1)
+        assert len(hl.args) == len(gemm.code_object.kernel(hl.kernel).explicit_args)
+    from verifiers.gfx950.emulator import LaunchArgumentError
+
+    with pytest.raises(LaunchArgumentError, match="argument 5 is a tensor, the launcher expects i32"):
+        gemm.host.run(args[:5] + (torch.zeros(1),))
+    with pytest.raises(LaunchArgumentError, match="missing argument"):
+        gemm.host.run(args[:4])
+
+
+def test_fp8_store_and_reduce_are_bit_exact():
+    """The emulated FlyDSL store epilogue writes the very e4m3 bytes the Triton arm writes
+    ((acc * w) * s, clamp, round to nearest even), and the emulated reduce turns them into
+    the very bf16 output: v_cvt_pk_fp8_f32 / v_cvt_pk_f32_fp8 checked bit for bit."""
+    import torch
+
+    from skill_kernels.flydsl_prefill_moe_stage2_fp8partial import triton_arms
+    from verifiers.gfx950.emulator.flydsl_arm import emulated_builder
+    from verifiers.gfx950.targets import load_targets
+    from verifiers.problem import load_problem
+
+    folder = "flydsl_prefill_moe_stage2_fp8partial"
+    problem = load_problem(folder)
+    dims = dict(load_targets(folder).emulated_arm("fp8_epilogue").dims)
+    inputs = problem.make_inputs(dims, 1, "cpu")
+    emu_out, tri_out = problem.make_outputs(dims, "cpu")["out"], problem.make_outputs(dims, "cpu")["out"]
+    emu = emulated_builder(folder, "fp8_epilogue")(inputs, {"out": emu_out})
+    emu()
+    tri = triton_arms.build_fp8({k: v.clone() for k, v in inputs.items()}, {"out": tri_out})
+    tri()
+    assert emu.producer_scale == tri.producer_scale == emu.reducer_scale
+    assert torch.equal(emu.partial.view(torch.uint8), tri.partial.view(torch.uint8))
+    assert torch.equal(emu_out, tri_out)
+
+
+def test_check_kernel_emulate_cli(capsys):
+    """``skill-server check-kernel CARD --emulate --json``: the gates and every emulated arm in one document."""
+    import json
+
+    from skill_server.cli import main
+
+    rc = main(["check-kernel", "flydsl_mxfp8_8wave_gemm", "--target", "bm128_bn128_k2048", "--emulate", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0, doc
+    assert doc["emulation"]["platform"] == "gfx950-emulated"
+    arms = {a["emulated_arm"]: a for a in doc["emulation"]["arms"]}
+    assert arms["real_2x2"]["parity_holds"] and not arms["scales_pinned"]["parity_holds"]
+    assert doc["gates"]
+
+
+def test_emulate_command_reports_a_wrong_expectation(capsys, monkeypatch):
+    """If a deliberately wrong arm were to pass parity, the command must fail (exit 1)."""
+    from verifiers.gfx950.emulator import flydsl_arm
+    from verifiers.gfx950.emulator.cli import emulate_command
+
+    real = flydsl_arm.run_emulated_parity
+
+    def flipped(folder, name, seed=0):  # noqa: ANN001, ANN202
+        r = real(folder, name, seed)
+        return r.model_copy(update={"expect_parity": not r.expect_parity})
+
+    monkeypatch.setattr(flydsl_arm, "run_emulated_parity", flipped)
+    rc = emulate_command("flydsl_mxfp8_8wave_gemm", arm="real_2x2")
+    out = capsys.readouterr().out
+    assert rc == 1 and "NOT AS EXPECTED" in out

@@ -1,0 +1,49 @@
+"""An instruction-level emulator of gfx950 (CDNA4, MI355X) code objects, on CPU tensors.
+
+    from verifiers.gfx950.emulator import launch
+    report = launch("k.hsaco", "my_kernel", grid=(4, 1, 1), block=(256, 1, 1), args=[c, a, b, 128])
+    report.hazards   # what a silicon run would expose: missing waits, LDS races, poison stores
+
+Modules, one job each: ``elf`` / ``msgpack_reader`` / ``descriptor`` / ``code_object``
+(loading), ``decoder`` (LLVM's disassembler -> ``Instruction``), ``operands``, ``state``
+(per-wave registers and poison), ``memory`` (argument buffers, LDS), ``hazards``,
+``ops/`` (instruction semantics by family), ``numerics`` (fp8/bf16/fma), ``program``,
+``executor`` (waves and barriers), ``dispatch`` (argument checks, register setup, ``launch``),
+``report`` (typed result), ``flydsl_host`` / ``flydsl_arm`` (FlyDSL launchers and the cards'
+arms on the emulator). Importing this package imports neither torch nor flydsl.
+"""
+from verifiers.gfx950.emulator.code_object import CodeObject, KernelInfo, KernargSpec, load_code_object
+from verifiers.gfx950.emulator.errors import (
+    CodeObjectError,
+    EmulatorError,
+    ExecutionError,
+    LaunchArgumentError,
+    MemoryAccessError,
+    UnimplementedInstruction,
+)
+from verifiers.gfx950.emulator.report import Hazard, LaunchReport
+
+__all__ = [
+    "CodeObject",
+    "CodeObjectError",
+    "EmulatorError",
+    "ExecutionError",
+    "Hazard",
+    "KernargSpec",
+    "KernelInfo",
+    "LaunchArgumentError",
+    "LaunchReport",
+    "MemoryAccessError",
+    "UnimplementedInstruction",
+    "launch",
+    "load_code_object",
+]
+
+
+def launch(*args, **kwargs):  # noqa: ANN002, ANN003 - see dispatch.launch
+    from verifiers.gfx950.emulator.dispatch import launch as _launch
+
+    return _launch(*args, **kwargs)
+
+
+launch.__doc__ = "Run one kernel dispatch on CPU tensors; see ``verifiers.gfx950.emulator.dispatch.launch``."

@@ -1,0 +1,95 @@
+"""``skill-server check-kernel CARD --emulate``: run the card's emulated FlyDSL arms.
+
+Every arm in ``EMULATED_ARMS`` of ``kernels/<folder>/gfx950_targets.py`` runs on the gfx950
+emulator at its small shape and is checked against the problem's oracle and parity
+rules: positive arms must pass with no hazard, the deliberately wrong ones must fail.
+Exit codes follow check-kernel: 0 all as expected, 1 an arm not as expected (or a hazard),
+2 unknown card / no emulated arms, 3 skipped (toolchain missing). Evidence is emulated
+parity only: never an MI355X result.
+"""
+from __future__ import annotations
+
+import io
+import json
+import sys
+from typing import TextIO
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SKIPPED = 0, 1, 2, 3
+
+
+def emulate_command(folder: str, *, as_json: bool = False, arm: str | None = None, out: TextIO | None = None,
+                    err: TextIO | None = None) -> int:
+    from verifiers.gfx950 import env
+    from verifiers.gfx950.emulator.errors import EmulatorError
+    from verifiers.gfx950.emulator.flydsl_arm import run_emulated_parity
+    from verifiers.gfx950.targets import NoTargetsError, load_targets
+
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        arms = [a.name for a in load_targets(folder).emulated]
+    except (NoTargetsError, ModuleNotFoundError) as exc:
+        print(f"check-kernel --emulate: {exc}", file=err)
+        return EXIT_USAGE
+    if arm is not None:
+        if arm not in arms:
+            print(f"check-kernel --emulate: no emulated arm {arm!r} in kernels/{folder}; available: {arms}", file=err)
+            return EXIT_USAGE
+        arms = [arm]
+    if not arms:
+        print(f"check-kernel --emulate: kernels/{folder}/gfx950_targets.py declares no EMULATED_ARMS", file=err)
+        return EXIT_USAGE
+    problem = env.toolchain_problem()
+    if problem:
+        print(f"check-kernel --emulate: SKIPPED: {problem}", file=err)
+        return EXIT_SKIPPED
+    results, errors = [], {}
+    for name in arms:
+        try:
+            results.append(run_emulated_parity(folder, name))
+        except EmulatorError as exc:
+            errors[name] = str(exc)
+    bad = [r for r in results if not r.as_expected or r.hazards]
+    if as_json:
+        print(json.dumps({"folder": folder, "platform": "gfx950-emulated",
+                          "arms": [r.model_dump(mode="json") for r in results], "errors": errors}, indent=1), file=out)
+    else:
+        print(f"emulated parity (platform gfx950-emulated, CPU; not an MI355X result) for kernels/{folder}:", file=out)
+        for r in results:
+            verdict = "as expected" if r.as_expected and not r.hazards else "NOT AS EXPECTED"
+            want = "pass" if r.expect_parity else "fail"
+            cos = min((m["cosine"] for m in r.metrics.values()), default=float("nan"))
+            hz = ", ".join(sorted({h.kind for h in r.hazards})) or "none"
+            print(f"  {r.emulated_arm:<22} arm {r.problem_arm:<20} must {want}: parity "
+                  f"{'held' if r.parity_holds else 'failed'}, cosine {cos:.6f}, hazards {hz}, "
+                  f"{sum(x.instructions for x in r.launches)} instructions in {r.emulate_seconds:.1f} s  -> {verdict}",
+                  file=out)
+            for f in r.failures[:3] if r.expect_parity else []:
+                print(f"      {f}", file=out)
+        for name, msg in errors.items():
+            print(f"  {name:<22} ERROR: {msg}", file=out)
+    return EXIT_FAIL if bad or errors else EXIT_OK
+
+
+def check_kernel_and_emulate(folder: str, target: str | None = None, *, as_json: bool = False,
+                             out: TextIO | None = None, err: TextIO | None = None, **gate_kwargs) -> int:
+    """The static gates (``check_kernel_command``), then every emulated arm; one JSON
+    document ``{"gates": ..., "emulation": ...}`` with ``as_json``. Exit code: the worse."""
+    from verifiers.gfx950.report import check_kernel_command
+
+    out, err = out or sys.stdout, err or sys.stderr
+    if not as_json:
+        rc = check_kernel_command(folder, target, as_json=False, out=out, err=err, **gate_kwargs)
+        if rc not in (EXIT_OK, EXIT_FAIL):
+            return rc
+        print(file=out)
+        return max(rc, emulate_command(folder, as_json=False, out=out, err=err))
+    gates, emulation = io.StringIO(), io.StringIO()
+    rc = check_kernel_command(folder, target, as_json=True, out=gates, err=err, **gate_kwargs)
+    if rc not in (EXIT_OK, EXIT_FAIL):
+        return rc
+    erc = emulate_command(folder, as_json=True, out=emulation, err=err)
+    doc = {"gates": json.loads(gates.getvalue())}
+    text = emulation.getvalue().strip()
+    doc["emulation"] = json.loads(text) if text else None
+    print(json.dumps(doc, indent=1), file=out)
+    return max(rc, erc)

@@ -1,0 +1,161 @@
+"""The cards' FlyDSL arms on the emulator: compile (as the gates do), launch, check parity.
+
+* ``EmulatedKernel``: one compiled FlyDSL kernel; calling it with the launcher's arguments
+  (``kernel(*args)``, the same tuple ``flyc.compile``'s result takes on a GPU, stream
+  omitted) runs the host launcher (``flydsl_host``) and the kernel (``launch``) on CPU
+  tensors, in place, and keeps the ``LaunchReport``.
+* ``emulated_builder(folder, name)``: a ``build(inputs, outputs) -> launch`` for the
+  emulated arm ``name`` of ``kernels/<folder>/gfx950_targets.py`` (``EMULATED_ARMS``),
+  i.e. what a verifier platform ``gfx950-emulated`` runs in place of the ROCm arm.
+* ``run_emulated_parity(folder, name, seed)``: the problem's inputs at the arm's dims,
+  the arm on the emulator, the problem's oracle and parity rules (``verifiers.parity``),
+  a CPU baseline arm for the relative rules; returns ``EmulatedParity``.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from verifiers.gfx950.emulator.errors import EmulatorError
+from verifiers.gfx950.emulator.report import LaunchReport
+
+
+class EmulatedKernel:
+    """A FlyDSL kernel compiled for gfx950, runnable on the emulator."""
+
+    def __init__(self, code_object: Path, host_ir: str, kernel: str, config: dict[str, Any]) -> None:
+        from verifiers.gfx950.emulator.code_object import load_code_object
+        from verifiers.gfx950.emulator.flydsl_host import HostFunction
+
+        self.kernel_name = kernel
+        self.config = dict(config)
+        self.code_object = load_code_object(code_object)
+        self.host = HostFunction(host_ir, kernel)
+        self.reports: list[LaunchReport] = []
+
+    def __call__(self, *launcher_args: Any) -> LaunchReport:
+        from verifiers.gfx950.emulator.dispatch import launch
+
+        hl = self.host.run(launcher_args)
+        report = launch(self.code_object, hl.kernel, hl.grid, hl.block, hl.args, dynamic_lds_bytes=hl.dynamic_lds_bytes)
+        self.reports.append(report)
+        return report
+
+
+def _arm(folder: str, name: str):  # noqa: ANN202
+    from verifiers.gfx950.targets import load_targets
+
+    targets = load_targets(folder)
+    return targets, targets.emulated_arm(name)
+
+
+def emulated_kernels(folder: str, name: str, *, use_cache: bool = True) -> dict[str, EmulatedKernel]:
+    """Compile (or fetch from the gates' cache) every kernel of emulated arm ``name``."""
+    from verifiers.gfx950.compile import compile_targets
+
+    _, arm = _arm(folder, name)
+    names = {role: arm.kernel_target_name(role) for role in arm.kernels}
+    arts = compile_targets(folder, list(names.values()), use_cache=use_cache)
+    stale = [n for n in names.values() if arts[n].status == "ok" and not all(k.code_object_file for k in arts[n].kernels)]
+    if stale:
+        arts.update(compile_targets(folder, stale, use_cache=False))
+    out = {}
+    for role, tname in names.items():
+        art = arts[tname]
+        if art.status != "ok":
+            raise EmulatorError(f"kernels/{folder}: compiling {tname} for the emulator: {art.status}: {art.reason}")
+        if len(art.kernels) != 1:
+            raise EmulatorError(f"kernels/{folder}: {tname} compiled {len(art.kernels)} kernels; an emulation "
+                                "kernel target must compile exactly one")
+        k = art.kernels[0]
+        base = Path(art.artifacts_dir)
+        out[role] = EmulatedKernel(base / k.code_object_file, (base / k.host_ir_file).read_text(), k.kernel,
+                                   dict(arm.kernels[role].config))
+    return out
+
+
+def emulated_builder(folder: str, name: str):  # noqa: ANN201 - verifiers.problem.Builder
+    """``build(inputs, outputs) -> launch`` running emulated arm ``name`` on CPU tensors."""
+    from verifiers.problem import load_problem
+
+    problem = load_problem(folder)
+    _, arm = _arm(folder, name)
+    glue = problem.resolve_builder(arm.build)
+    kernels = emulated_kernels(folder, name)
+
+    def build(inputs, outputs):  # noqa: ANN001, ANN202
+        return glue(inputs, outputs, kernels)
+
+    build.kernels = kernels  # the launch reports accumulate here
+    return build
+
+
+class EmulatedParity(BaseModel):
+    """One emulated arm, one seed: the parity verdict and the evidence behind it."""
+
+    folder: str
+    emulated_arm: str
+    problem_arm: str
+    dims: dict[str, int]
+    seed: int
+    expect_parity: bool
+    parity_holds: bool
+    failures: list[str]  # every parity rule broken (empty: parity holds)
+    metrics: dict[str, dict]  # output -> OutputMetrics of the emulated arm vs the oracle
+    baseline: str
+    baseline_metrics: dict[str, dict]
+    launches: list[LaunchReport]
+    emulate_seconds: float
+
+    @property
+    def as_expected(self) -> bool:
+        return self.parity_holds == self.expect_parity
+
+    @property
+    def hazards(self) -> list:
+        return [h for r in self.launches for h in r.hazards]
+
+
+def run_emulated_parity(folder: str, name: str, seed: int = 0) -> EmulatedParity:
+    import torch
+
+    from verifiers.metrics import output_metrics
+    from verifiers.parity import judge, output_eps, rules_from
+    from verifiers.problem import load_problem
+
+    problem = load_problem(folder)
+    _, arm = _arm(folder, name)
+    dims = dict(arm.dims)
+    rules = rules_from(problem.parity)
+    build = emulated_builder(folder, name)
+    inputs = problem.make_inputs(dims, seed, "cpu")
+    pristine = {k: v.clone() for k, v in inputs.items()}
+    outputs = problem.make_outputs(dims, "cpu")
+    for t in outputs.values():
+        if t.dtype.is_floating_point:
+            t.fill_(float("nan"))  # unwritten elements fail parity as NaN
+    t0 = time.perf_counter()
+    build(inputs, outputs)()
+    seconds = time.perf_counter() - t0
+    oracle = problem.oracle(pristine, dims)
+    base_outputs = problem.make_outputs(dims, "cpu")
+    base_inputs = {k: v.clone() for k, v in pristine.items()}
+    problem.resolve_builder(problem.arm(arm.baseline).build)(base_inputs, base_outputs)()
+    failures: list[str] = []
+    metrics, base_metrics = {}, {}
+    with torch.no_grad():
+        for key, ref in oracle.items():
+            cand = output_metrics(outputs[key], ref, rules.rtol, rules.atol)
+            base = output_metrics(base_outputs[key], ref, rules.rtol, rules.atol)
+            failures += judge(rules, cand, base, output_eps(outputs[key]), who=f"{arm.arm} (emulated) {key}")
+            metrics[key] = cand.model_dump()
+            base_metrics[key] = base.model_dump()
+    launches = [r for k in build.kernels.values() for r in k.reports]
+    return EmulatedParity(
+        folder=folder, emulated_arm=name, problem_arm=arm.arm, dims=dims, seed=seed, expect_parity=arm.expect_parity,
+        parity_holds=not failures, failures=failures, metrics=metrics, baseline=arm.baseline,
+        baseline_metrics=base_metrics, launches=launches, emulate_seconds=round(seconds, 3),
+    )

@@ -1,0 +1,59 @@
+"""Instruction semantics, one module per family; each registers its handlers here.
+
+A handler is ``fn(wave, ins)``; ``HANDLERS`` maps an exact mnemonic (with its encoding
+suffix, e.g. ``v_add_u32_e32``) to it. ``handler_for`` resolves a mnemonic: exact match,
+then the name without ``_e32``/``_e64``; SDWA and DPP forms resolve only where a family
+implements those modifiers. Semantics follow AMD's CDNA4 ISA reference pseudocode.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+HANDLERS: dict[str, Callable] = {}
+
+
+def op(*names: str):
+    def deco(fn: Callable) -> Callable:
+        for n in names:
+            HANDLERS[n] = fn
+        return fn
+
+    return deco
+
+
+def handler_for(mnemonic: str) -> Callable | None:
+    _load()
+    h = HANDLERS.get(mnemonic)
+    if h is None and mnemonic.endswith(("_sdwa", "_dpp")):
+        from verifiers.gfx950.emulator.ops.common import PURE
+
+        base = mnemonic.rsplit("_", 1)[0]
+        if base in PURE:
+            from verifiers.gfx950.emulator.ops.lanes import dpp_handler
+            from verifiers.gfx950.emulator.ops.valu_convert import _sdwa_handler
+
+            h = _sdwa_handler(base) if mnemonic.endswith("_sdwa") else dpp_handler(base)
+            HANDLERS[mnemonic] = h
+    if h is None:
+        for suffix in ("_e32", "_e64"):
+            if mnemonic.endswith(suffix):
+                h = HANDLERS.get(mnemonic[: -len(suffix)])
+                break
+    return h
+
+
+_LOADED = False
+
+
+def _load() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    from verifiers.gfx950.emulator.ops import ds, flow, lanes, mfma, salu, smem, valu_convert, valu_float, valu_int, vmem  # noqa: F401
+
+    _LOADED = True
+
+
+def implemented() -> list[str]:
+    _load()
+    return sorted(HANDLERS)

@@ -1,0 +1,223 @@
+"""LDS (DS) instructions: reads, writes, read2/write2, and the cross-lane DS permutes.
+
+Address = vaddr + offset (16-bit), in bytes within the workgroup's LDS; read2/write2
+use ``offset0``/``offset1`` in units of the element size (x64 for the st64 forms).
+Reads see LDS at issue and land at the covering ``s_waitcnt lgkmcnt``; every access is
+checked for races (``memory.Lds``) and for reads of bytes a DMA has not delivered yet.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from verifiers.gfx950.emulator.ops import op
+from verifiers.gfx950.emulator.state import LANES, POISON, Pending
+
+U32 = np.uint32
+LANE = np.arange(LANES, dtype=np.int64)
+_READ = re.compile(r"^ds_read_(b32|b64|b96|b128|u8|i8|u16|i16)(_d16(?:_hi)?)?$")
+_WRITE = re.compile(r"^ds_write_(b8|b16|b32|b64|b96|b128)(_d16_hi)?$")
+_SIZE = {"b8": 1, "u8": 1, "i8": 1, "b16": 2, "u16": 2, "i16": 2, "b32": 4, "b64": 8, "b96": 12, "b128": 16}
+
+
+def _addr(w, ins) -> np.ndarray:  # noqa: ANN001
+    v, p = w.vread(ins.operands[1] if ins.mnemonic.startswith("ds_read") else ins.operands[0], ins)
+    if (p[w.exec] != 0).any():
+        w.ctx.hazards.add("poison_branch", w, ins, "LDS address computed from an uninitialised value")
+    return v[0].astype(np.int64)
+
+
+def _lds_read(w, ins, addrs: np.ndarray, size: int):  # noqa: ANN001
+    """(bytes [n, size], poisoned-byte mask [n, size]) for active lanes' addresses."""
+    ctx = w.ctx
+    lds = w.group.lds
+    inb = lds.in_bounds(addrs, size)
+    raw = np.zeros((addrs.size, size), dtype=np.uint8)
+    pois = np.zeros((addrs.size, size), dtype=bool)
+    if not inb.all():
+        ctx.stats["lds_oob_reads"] += int((~inb).sum())
+        straddle(w, ins, inb, addrs, size)
+        addrs = addrs[inb]
+    if not addrs.size:
+        return raw, pois
+    idx = addrs[:, None] + np.arange(size)
+    raw[inb] = lds.data[idx]
+    pois[inb] = lds.poison[idx]
+    d = lds.dwords(addrs, size)
+    racy = lds.note_read(d, w.index, w.group.epoch)
+    if racy.size:
+        ctx.hazards.add("lds_race", w, ins, f"reads LDS dword(s) at byte {4 * int(racy[0])} written by another wave "
+                        "with no s_barrier in between")
+    pend = lds.pending[d]
+    if (pend >= 0).any():
+        ctx.hazards.add("lds_pending_read", w, ins, f"reads LDS byte {4 * int(d[pend >= 0][0])} before the "
+                        "buffer->LDS load into it completed (missing s_waitcnt vmcnt / s_barrier)")
+        pois[inb] |= np.isin(idx // 4, d[pend >= 0])
+    return raw, pois
+
+
+def straddle(w, ins, inb: np.ndarray, addrs: np.ndarray, size: int) -> None:  # noqa: ANN001
+    """Report an access whose lanes are partly inside and partly past the allocation. A
+    wave-uniform out-of-range base (every lane out) is the hardware's masking idiom
+    (Triton moves M0 out of range to drop a copy); a partial overflow is an undersized
+    LDS allocation: on silicon those lanes' writes are dropped / reads return 0."""
+    if inb.any():
+        lds = w.group.lds
+        last = int(addrs[~inb].max()) + size
+        w.ctx.hazards.add("lds_out_of_range", w, ins, f"{int((~inb).sum())} lanes access LDS up to byte {last}, past the "
+                          f"workgroup's {lds.size}-byte allocation (reads return 0, writes are dropped)")
+
+
+def lds_write(w, ins, addrs: np.ndarray, data: np.ndarray, pois: np.ndarray) -> None:  # noqa: ANN001
+    ctx = w.ctx
+    lds = w.group.lds
+    size = data.shape[1]
+    inb = lds.in_bounds(addrs, size)
+    if not inb.all():
+        ctx.stats["lds_oob_writes"] += int((~inb).sum())
+        straddle(w, ins, inb, addrs, size)
+        addrs, data, pois = addrs[inb], data[inb], pois[inb]
+    if not addrs.size:
+        return
+    d = lds.dwords(addrs, size)
+    racy = lds.note_write(d, w.index, w.group.epoch)
+    if racy.size:
+        ctx.hazards.add("lds_race", w, ins, f"writes LDS dword(s) at byte {4 * int(racy[0])} that another wave "
+                        "accessed with no s_barrier in between")
+    idx = addrs[:, None] + np.arange(size)
+    lds.data[idx] = data
+    lds.poison[idx] = pois
+
+
+def _to_regs(raw: np.ndarray, pois: np.ndarray, kind: str):
+    """[64, size] bytes -> ([dwords, 64] uint32, [dwords, 64] poison bits)."""
+    size = raw.shape[1]
+    if size >= 4:
+        vals = np.ascontiguousarray(raw).view(U32).T.copy()
+        pb = pois.reshape(LANES, size // 4, 4)
+        pbits = (pb * (1 << np.arange(4, dtype=np.uint8))).sum(axis=2).astype(np.uint8).T
+        return vals, pbits
+    if kind == "i8":
+        v = raw[:, 0].view(np.int8).astype(np.int32).view(U32)
+    elif kind == "i16":
+        v = np.ascontiguousarray(raw).view(np.int16)[:, 0].astype(np.int32).view(U32)
+    elif size == 1:
+        v = raw[:, 0].astype(U32)
+    else:
+        v = np.ascontiguousarray(raw).view(np.uint16)[:, 0].astype(U32)
+    p = np.where(pois.any(axis=1), POISON, np.uint8(0))
+    return v[None, :], p[None, :]
+
+
+def _issue(w, ins, first_reg: int, vals: np.ndarray, pbits: np.ndarray, byte_mask=None) -> None:  # noqa: ANN001
+    regs = tuple(range(first_reg, first_reg + vals.shape[0]))
+    p = Pending("lgkm", vregs=regs, vdata=vals, vpoison=pbits, vmask=w.exec.copy(), vbyte_mask=byte_mask, issue=ins.text)
+    w.pending.append(p)
+    for r in regs:
+        w.pending_v[r] = p
+
+
+def _read(w, ins):  # noqa: ANN001
+    m = _READ.match(ins.mnemonic)
+    kind, d16 = m.group(1), m.group(2) or ""
+    size = _SIZE[kind]
+    addrs = _addr(w, ins) + int(ins.modifiers.get("offset", 0))
+    raw = np.zeros((LANES, size), dtype=np.uint8)
+    pois = np.zeros((LANES, size), dtype=bool)
+    act = w.exec
+    if act.any():
+        raw[act], pois[act] = _lds_read(w, ins, addrs[act], size)
+    vals, pbits = _to_regs(raw, pois, kind)
+    mask = None
+    if d16:
+        hi = d16 == "_d16_hi"
+        v16 = vals[0] & U32(0xFFFF)
+        vals = (v16 << U32(16) if hi else v16)[None, :]
+        mask = [0xFFFF0000 if hi else 0xFFFF]
+        pbits = np.where(pbits != 0, np.uint8(0xC if hi else 0x3), np.uint8(0))
+    _issue(w, ins, ins.operands[0].index, vals, pbits, mask)
+
+
+def _write(w, ins):  # noqa: ANN001
+    m = _WRITE.match(ins.mnemonic)
+    kind, d16 = m.group(1), m.group(2) or ""
+    size = _SIZE[kind]
+    addrs = _addr(w, ins) + int(ins.modifiers.get("offset", 0))
+    data, pois = _data_bytes(w, ins, ins.operands[1], size, 2 if d16 else 0)
+    act = w.exec
+    if act.any():
+        lds_write(w, ins, addrs[act], data[act], pois[act])
+    w.pending.append(Pending("lgkm", issue=ins.text))
+
+
+def _data_bytes(w, ins, o, size: int, shift: int = 0):  # noqa: ANN001
+    ndw = max(1, (size + shift + 3) // 4)
+    v, _ = w.vread(o, ins, "b32", ndw)
+    pv = w.vp[o.index : o.index + ndw]
+    if w.pending_v and any(r in w.pending_v for r in range(o.index, o.index + ndw)):
+        pv = np.full_like(pv, POISON)
+    raw = np.ascontiguousarray(v.T).view(np.uint8)
+    pbits = ((pv.T[:, :, None] >> np.arange(4, dtype=np.uint8)) & 1).reshape(LANES, 4 * ndw).astype(bool)
+    return raw[:, shift : shift + size], pbits[:, shift : shift + size]
+
+
+def _read2(w, ins):  # noqa: ANN001
+    esz = 8 if "b64" in ins.mnemonic else 4
+    unit = esz * (64 if "st64" in ins.mnemonic else 1)
+    base = _addr(w, ins)
+    o0, o1 = int(ins.modifiers.get("offset0", 0)), int(ins.modifiers.get("offset1", 0))
+    act = w.exec
+    raws, poiss = [], []
+    for o in (o0, o1):
+        raw = np.zeros((LANES, esz), dtype=np.uint8)
+        pois = np.zeros((LANES, esz), dtype=bool)
+        if act.any():
+            raw[act], pois[act] = _lds_read(w, ins, base[act] + o * unit, esz)
+        raws.append(raw)
+        poiss.append(pois)
+    vals, pbits = _to_regs(np.concatenate(raws, axis=1), np.concatenate(poiss, axis=1), "b")
+    _issue(w, ins, ins.operands[0].index, vals, pbits)
+
+
+def _write2(w, ins):  # noqa: ANN001
+    esz = 8 if "b64" in ins.mnemonic else 4
+    unit = esz * (64 if "st64" in ins.mnemonic else 1)
+    base = _addr(w, ins)
+    act = w.exec
+    for k, key in enumerate(("offset0", "offset1")):
+        data, pois = _data_bytes(w, ins, ins.operands[1 + k], esz)
+        if act.any():
+            lds_write(w, ins, base[act] + int(ins.modifiers.get(key, 0)) * unit, data[act], pois[act])
+    w.pending.append(Pending("lgkm", issue=ins.text))
+
+
+def _bpermute(w, ins):  # noqa: ANN001
+    """ds_bpermute_b32 (pull: lane i reads lane addr_i/4) and ds_permute_b32 (push)."""
+    a, pa = w.vread(ins.operands[1], ins)
+    d, pd = w.vread(ins.operands[2], ins)
+    off = int(ins.modifiers.get("offset", 0))
+    lane = ((a[0].astype(np.int64) + off) // 4) % LANES
+    out = np.zeros(LANES, dtype=U32)
+    pout = np.zeros(LANES, dtype=np.uint8)
+    if ins.mnemonic == "ds_bpermute_b32":
+        ok = w.exec[lane]
+        out = np.where(ok, d[0][lane], U32(0))
+        pout = np.where(ok, pd[lane], np.uint8(0)) | np.where(pa != 0, POISON, np.uint8(0))
+    else:
+        for i in np.nonzero(w.exec)[0]:
+            out[lane[i]] = d[0][i]
+            pout[lane[i]] = pd[i] | pa[i]
+    _issue(w, ins, ins.operands[0].index, out[None, :], pout[None, :])
+
+
+for _k in ("b32", "b64", "b96", "b128", "u8", "i8", "u16", "i16"):
+    op(f"ds_read_{_k}")(_read)
+for _k in ("u8", "i8", "u16"):
+    op(f"ds_read_{_k}_d16", f"ds_read_{_k}_d16_hi")(_read)
+for _k in ("b8", "b16", "b32", "b64", "b96", "b128"):
+    op(f"ds_write_{_k}")(_write)
+op("ds_write_b8_d16_hi", "ds_write_b16_d16_hi")(_write)
+op("ds_read2_b32", "ds_read2_b64", "ds_read2st64_b32", "ds_read2st64_b64")(_read2)
+op("ds_write2_b32", "ds_write2_b64", "ds_write2st64_b32", "ds_write2st64_b64")(_write2)
+op("ds_bpermute_b32", "ds_permute_b32")(_bpermute)

@@ -1,0 +1,174 @@
+"""Matrix fused multiply-add (MFMA), including the CDNA4 f8f6f4 and scaled forms.
+
+``D = C + A @ B`` for one wave: A is M x K, B is K x N, C/D M x N in f32. Operand
+lane layouts (CDNA3/CDNA4 ISA "Matrix fused-multiply-add" register tables, LLVM's
+AMDGPU usage notes and AMD's matrix instruction calculator; confirmed here by the
+Triton-compiled GEMMs in ``validation/``):
+
+* A (B): lane ``l`` holds row (column) ``l % M`` and ``E = K*M/64`` consecutive-in-chunks
+  K values; with ``G = 64/M`` lane groups ``g = l // M`` and chunks of 16 bytes
+  (``c`` elements), element ``j`` of the lane is ``k = (j // c) * (G*c) + g*c + j % c``.
+  E.g. 16x16x128 fp8: bytes 0..15 are K[16g, 16g+16), bytes 16..31 K[64+16g, ...).
+* C/D: 16x16: lane ``l``, register ``r`` holds D[4*(l//16) + r, l % 16];
+  32x32: D[8*(r//4) + 4*(l//32) + r%4, l % 32].
+* scaled MFMA (``v_mfma_scale_*``, E8M0 scales ``2^(e-127)`` per 32 K values): lane ``l``'s
+  scale register byte ``opsel`` is the scale of row (column) ``l % M`` for K block ``l // M``.
+* f8f6f4 formats: ``cbsz`` (A) / ``blgp`` (B): 0 fp8 e4m3, 1 bf8 e5m2 (fp6/fp4: not
+  implemented, a clear error).
+
+Products are exact in float64 and summed in float64, then added to C and rounded once
+to f32: the hardware's internal adder order differs, so results agree to f32
+accumulation-order rounding, bit-exactly whenever the sums are exact.
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import numpy as np
+
+from verifiers.gfx950.emulator.numerics import decode_fp8, e8m0_scale
+from verifiers.gfx950.emulator.ops import op
+from verifiers.gfx950.emulator.state import LANES, POISON
+
+_NAME = re.compile(r"^v_mfma_(scale_)?f32_(\d+)x(\d+)x(\d+)_(f8f6f4|bf16|f16|fp8_fp8|fp8_bf8|bf8_fp8|bf8_bf8)$")
+_F8F6F4_FORMATS = {0: "fp8", 1: "bf8"}
+
+
+@lru_cache(maxsize=None)
+def operand_layout(m: int, k: int, elem_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row index [64, E], k index [64, E]) of each lane's elements for an M x K operand."""
+    e = k * m // LANES
+    groups = LANES // m
+    chunk = min(e, 16 // elem_bytes)
+    lane = np.arange(LANES)[:, None]
+    j = np.arange(e)[None, :]
+    kk = (j // chunk) * (groups * chunk) + (lane // m) * chunk + j % chunk
+    rows = np.broadcast_to(lane % m, kk.shape)
+    return rows.copy(), kk
+
+
+@lru_cache(maxsize=None)
+def result_layout(m: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row [regs, 64], col [regs, 64]) of each accumulator register and lane."""
+    lane = np.arange(LANES)[None, :]
+    if m == 16:
+        r = np.arange(4)[:, None]
+        return (4 * (lane // 16) + r).repeat(1, 0), np.broadcast_to(lane % 16, (4, LANES)).copy()
+    if m == 32:
+        r = np.arange(16)[:, None]
+        return 8 * (r // 4) + 4 * (lane // 32) + r % 4, np.broadcast_to(lane % 32, (16, LANES)).copy()
+    raise ValueError(f"no result layout for M={m}")
+
+
+def _elements(raw: np.ndarray, kind: str) -> np.ndarray:
+    """[dwords, 64] uint32 -> [64, E] float64 values of the operand's elements."""
+    by_lane = np.ascontiguousarray(raw.T)  # [64, dwords]
+    if kind in ("fp8", "bf8"):
+        return decode_fp8(by_lane.view(np.uint8), kind)
+    if kind == "bf16":
+        h = by_lane.view(np.uint16).astype(np.uint32) << np.uint32(16)
+        return h.view(np.float32).astype(np.float64)
+    if kind == "f16":
+        return by_lane.view(np.float16).astype(np.float64)
+    raise ValueError(kind)
+
+
+def _matrix(vals: np.ndarray, m: int, k: int, elem_bytes: int) -> np.ndarray:
+    rows, ks = operand_layout(m, k, elem_bytes)
+    out = np.zeros((m, k))
+    out[rows, ks] = vals
+    return out
+
+
+def _poison_lines(p: np.ndarray, m: int, k: int, elem_bytes: int) -> np.ndarray:
+    """[m] bool: which rows (columns) of an operand hold a poisoned element."""
+    lane_bad = p.any(axis=0) if p.ndim == 2 else p != 0
+    rows = np.arange(LANES) % m
+    out = np.zeros(m, dtype=bool)
+    np.logical_or.at(out, rows, lane_bad)
+    return out
+
+
+def _scales(w, ins, idx: int, opsel: int, m: int, k: int):  # noqa: ANN001
+    """[m, k] float64 per-element scale of one operand from its scale register."""
+    v, p = w.vread(ins.operands[idx], ins)
+    b = ((v[0] >> np.uint32(8 * opsel)) & np.uint32(0xFF)).astype(np.uint8)
+    blocks = k // 32
+    lane = np.arange(LANES)
+    grid = np.ones((m, blocks))
+    sel = lane // m < blocks
+    grid[(lane % m)[sel], (lane // m)[sel]] = e8m0_scale(b)[sel]
+    return np.repeat(grid, 32, axis=1), p
+
+
+def _mfma(w, ins):  # noqa: ANN001
+    m = _NAME.match(ins.mnemonic)
+    if m is None:
+        raise w.ctx.unimplemented(ins, "unknown MFMA shape/type")
+    scaled, mm, nn, kk, kind = bool(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)), m.group(5)
+    if mm != nn or mm not in (16, 32):
+        raise w.ctx.unimplemented(ins, f"MFMA shape {mm}x{nn}")
+    if kind == "f8f6f4":
+        fa = _F8F6F4_FORMATS.get(int(ins.modifiers.get("cbsz", 0)))
+        fb = _F8F6F4_FORMATS.get(int(ins.modifiers.get("blgp", 0)))
+        if fa is None or fb is None:
+            raise w.ctx.unimplemented(ins, "f8f6f4 MFMA with fp6/fp4 operands (cbsz/blgp >= 2)")
+        elem = 1
+    elif kind in ("bf16", "f16"):
+        fa = fb = kind
+        elem = 2
+        if any(ins.modifiers.get(x) for x in ("cbsz", "abid", "blgp")):
+            raise w.ctx.unimplemented(ins, "MFMA broadcast controls (cbsz/abid/blgp)")
+    else:
+        fa, fb = kind.split("_")
+        elem = 1
+    dwords_ab = kk * mm // LANES * elem // 4
+    dst, a_op, b_op, c_op = ins.operands[:4]
+    a_raw, a_p = w.vread(a_op, ins, "b32", dwords_ab)
+    b_raw, b_p = w.vread(b_op, ins, "b32", dwords_ab)
+    regs = mm * nn // LANES
+    c_raw, _ = w.vread(c_op, ins, "b32", regs)
+    c_pois = _read_poison(w, c_op, regs)
+    A = _matrix(_elements(a_raw, fa), mm, kk, elem)
+    B = _matrix(_elements(b_raw, fb), nn, kk, elem)
+    poison_rows = _poison_lines(a_p, mm, kk, elem)
+    poison_cols = _poison_lines(b_p, nn, kk, elem)
+    if scaled:
+        sel = ins.modifiers.get("op_sel", (0, 0, 0))
+        sel_hi = ins.modifiers.get("op_sel_hi", (0, 0, 0))
+        opsel_a = (sel[0] if len(sel) > 0 else 0) | ((sel_hi[0] if len(sel_hi) > 0 else 0) << 1)
+        opsel_b = (sel[1] if len(sel) > 1 else 0) | ((sel_hi[1] if len(sel_hi) > 1 else 0) << 1)
+        sa, pa = _scales(w, ins, 4, opsel_a, mm, kk)
+        sb, pb = _scales(w, ins, 5, opsel_b, nn, kk)
+        A = A * sa
+        B = B * sb
+        poison_rows |= _poison_lines(pa, mm, kk, elem)
+        poison_cols |= _poison_lines(pb, nn, kk, elem)
+    rows, cols = result_layout(mm)
+    C = c_raw.view(np.float32).astype(np.float64)
+    with np.errstate(all="ignore"):
+        prod = A @ B.T  # [M, N]
+        D = (C + prod[rows, cols]).astype(np.float32)
+    dpois = np.where(c_pois | poison_rows[rows] | poison_cols[cols], POISON, np.uint8(0))
+    w.vwrite(dst, D.view(np.uint32), dpois)
+
+
+def _read_poison(w, op_, regs: int) -> np.ndarray:  # noqa: ANN001
+    from verifiers.gfx950.emulator.operands import Reg
+
+    if isinstance(op_, Reg) and op_.file == "v":
+        p = w.vp[op_.index : op_.index + regs] != 0
+        if w.pending_v and any(r in w.pending_v for r in range(op_.index, op_.index + regs)):
+            p = np.ones_like(p)
+        return p
+    return np.zeros((regs, LANES), dtype=bool)
+
+
+for _m, _k in ((16, 128), (32, 64)):
+    op(f"v_mfma_f32_{_m}x{_m}x{_k}_f8f6f4", f"v_mfma_scale_f32_{_m}x{_m}x{_k}_f8f6f4")(_mfma)
+for _shape in ("16x16x32", "32x32x16", "16x16x16", "32x32x8"):
+    op(f"v_mfma_f32_{_shape}_bf16", f"v_mfma_f32_{_shape}_f16")(_mfma)
+for _shape in ("16x16x32", "32x32x16"):
+    for _t in ("fp8_fp8", "fp8_bf8", "bf8_fp8", "bf8_bf8"):
+        op(f"v_mfma_f32_{_shape}_{_t}")(_mfma)

@@ -1,0 +1,111 @@
+"""Where this installation's files are: the embedded cards and kernels, and the state it writes.
+
+One answer for two layouts (``verifiers/``, ``skill_server/`` and ``skill_kernels/`` are
+always siblings, so the folder above this package tells them apart):
+
+checkout (a git clone, also ``pip install -e .``)
+    the repository root holds ``skills/`` and ``kernels/``; the ledger goes to
+    ``<repo>/var/``, caches to ``<repo>/.cache/`` (both git-ignored), as always.
+installed (``pip install .``, a built wheel)
+    the package folder ``skill_kernels/`` holds ``skills/`` and ``kernels/`` (the
+    wheel embeds the repository's two folders there, same layout, read-only); the
+    ledger goes to ``$XDG_STATE_HOME/gpu-skill-server`` (``~/.local/state/...``),
+    caches to ``$XDG_CACHE_HOME/gpu-skill-server`` (``~/.cache/...``). Nothing is
+    written into site-packages.
+
+``kernels/`` is never an importable top-level package in either layout (FlyDSL users put
+a checkout with its own ``kernels`` package on ``sys.path``): code imports the card kernels
+as ``skill_kernels.<card>``, whose ``__path__`` is :data:`KERNELS_DIR`.
+
+Overrides, in every layout: ``SKILL_SERVER_STATE_DIR`` (ledger and other state),
+``SKILL_SERVER_CACHE`` (caches), and the narrower ``SKILL_SERVER_LEDGER`` /
+``SKILL_SERVER_SKILLS_DIR`` read where they apply. Imports nothing beyond the stdlib.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+APP_NAME = "gpu-skill-server"
+STATE_ENV = "SKILL_SERVER_STATE_DIR"
+CACHE_ENV = "SKILL_SERVER_CACHE"
+
+#: the folder holding the ``verifiers``, ``skill_server`` and ``skill_kernels`` packages
+CODE_ROOT = Path(__file__).resolve().parent.parent
+_EMBEDDED_ROOT = CODE_ROOT / "skill_kernels"
+#: True when running from an installed wheel, False in a checkout
+INSTALLED = (_EMBEDDED_ROOT / "kernels").is_dir() and (_EMBEDDED_ROOT / "skills").is_dir()
+#: the folder holding the ``skills/`` and ``kernels/`` that ship with this code
+PROJECT_ROOT = _EMBEDDED_ROOT if INSTALLED else CODE_ROOT
+KERNELS_DIR = PROJECT_ROOT / "kernels"
+SKILLS_DIR = PROJECT_ROOT / "skills"
+
+
+def _xdg(var: str, fallback: str) -> Path:
+    base = os.environ.get(var)
+    # the XDG spec: a relative path is invalid and must be ignored
+    root = Path(base) if base and Path(base).is_absolute() else Path.home() / fallback
+    return root / APP_NAME
+
+
+def is_embedded(project_root: Path | str) -> bool:
+    """True when ``project_root`` is the read-only project inside an installed package."""
+    return INSTALLED and Path(project_root).resolve() == PROJECT_ROOT
+
+
+def state_dir(project_root: Path | str | None = None) -> Path:
+    """Where the ledger (and other state) of ``project_root`` lives.
+
+    ``$SKILL_SERVER_STATE_DIR`` when set; else, for the embedded project of an installed
+    package, the user's state folder; else ``<project_root>/var`` (a checkout, or a card
+    folder of one's own given with ``--skills-dir``).
+    """
+    chosen = os.environ.get(STATE_ENV)
+    if chosen:
+        return Path(chosen).expanduser().resolve()
+    root = Path(project_root) if project_root is not None else PROJECT_ROOT
+    if is_embedded(root):
+        return _xdg("XDG_STATE_HOME", ".local/state")
+    return root.resolve() / "var"
+
+
+def cache_dir() -> Path:
+    """``$SKILL_SERVER_CACHE``; else ``<repo>/.cache`` in a checkout, the user's cache folder when installed."""
+    chosen = os.environ.get(CACHE_ENV)
+    if chosen:
+        return Path(chosen).expanduser()
+    return _xdg("XDG_CACHE_HOME", ".cache") if INSTALLED else CODE_ROOT / ".cache"
+
+
+def repo_path(rel: str) -> Path:
+    """A repository-relative path (``kernels/...``, ``skills/...``, ``verifiers/...``) in this layout."""
+    parts = Path(rel).parts
+    return (PROJECT_ROOT if parts and parts[0] in ("kernels", "skills") else CODE_ROOT) / rel
+
+
+def repo_relative(path: Path | str) -> str | None:
+    """The inverse of :func:`repo_path`: the repository-relative name of ``path``, or None outside."""
+    p = Path(path).resolve()
+    if p.is_relative_to(PROJECT_ROOT):
+        rel = p.relative_to(PROJECT_ROOT)
+        if rel.parts and rel.parts[0] in ("kernels", "skills"):
+            return rel.as_posix()
+    if p.is_relative_to(CODE_ROOT):
+        return p.relative_to(CODE_ROOT).as_posix()
+    return None
+
+
+def child_pythonpath(existing: str | None) -> str:
+    """PYTHONPATH for a subprocess that must import this code: a checkout goes first; an
+    installed package is already on the interpreter's path (and site-packages must not be
+    put ahead of the standard library)."""
+    parts = [] if INSTALLED else [str(CODE_ROOT)]
+    return os.pathsep.join(parts + ([existing] if existing else []))
+
+
+def embedded_write_problem(path: Path | str) -> str | None:
+    """Why ``path`` must not be written (it lies in an installed package's embedded cards), else None."""
+    if not INSTALLED or not Path(path).resolve().is_relative_to(PROJECT_ROOT):
+        return None
+    return (f"{path} lies inside the installed package ({PROJECT_ROOT}), whose cards are read-only: "
+            "copy the card folder out (skills/<id>/) and pass --skills-dir, or give an output path outside it")
