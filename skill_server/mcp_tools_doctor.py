@@ -16,21 +16,20 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
-from .doctor_plan import CHECKS
 from .mcp_common import READ_ONLY
 from .mcp_settings import ServerSettings
 from .service import ServiceError, SkillService
 
-DOCTOR = f"""\
+DOCTOR = """\
 Call before the first verification on a box, or when one errors or refuses: checks torch and the \
 GPU, runtimes, toolchain, timer floor, cache flush, profiler names and card prerequisites; one \
-line found and one to fix per check. Read-only. checks: subset of {', '.join(c.id for c in CHECKS)}."""
+line found and one to fix per check. Read-only."""
 
 
 def register(server: MCPServer, service: SkillService, settings: ServerSettings) -> None:
     @server.tool(description=DOCTOR, annotations=READ_ONLY)
     async def doctor(
-        checks: Annotated[list[str] | None, Field(description="check ids to run (their needs run too); default: all")] = None,
+        checks: Annotated[list[str] | None, Field(description="check ids (an unknown id errors, listing them); default: all")] = None,
     ) -> CallToolResult:
         try:
             report = await anyio.to_thread.run_sync(lambda: service.doctor(checks))
