@@ -11,7 +11,8 @@ from setuptools import find_packages, setup
 EMBEDDED = {"skill_kernels.kernels": "kernels", "skill_kernels.skills": "skills"}
 
 setup(
-    packages=find_packages(include=["skill_server", "skill_server.*", "verifiers", "verifiers.*"])
+    packages=find_packages(include=["skill_server", "skill_server.*", "verifiers", "verifiers.*", "trace_readers",
+                                    "trace_readers.*"])
     + ["skill_kernels", *EMBEDDED],
     package_dir=EMBEDDED,
     package_data={

@@ -76,7 +76,7 @@ def check_gpu_summary(s: ProfileSummary, expected: dict[str, tuple[int, int, int
                    f"devices {s.device_names}, gen {s.hotspots[0].hotspot.gen if s.hotspots else None}"))
     seen: dict[str, set[tuple[int, int, int]]] = {}
     for h in s.hotspots:
-        for v in h.shape_variants:
+        for v in (v for v in h.variants if v.shape is not None):
             keys = [v.source_op] + [sc.split(": ", 1)[-1] for sc in h.scopes]
             for key in keys:
                 seen.setdefault(key, set()).add((v.shape.M, v.shape.N, v.shape.K))
@@ -94,7 +94,7 @@ def table(s: ProfileSummary) -> list[str]:
     rows = ["| rank | kernel | % GPU | calls | shape | dtype | scale | label | segment |", "|---|---|---|---|---|---|---|---|---|"]
     for h in s.hotspots:
         hs = h.hotspot
-        shape = str(hs.shape) if hs.shape else ", ".join(str(v.shape) for v in h.shape_variants) or "-"
+        shape = str(hs.shape) if hs.shape else ", ".join(str(v.shape) for v in h.variants if v.shape) or "-"
         rows.append(f"| {h.rank} | `{hs.op_name[:60]}` | {hs.pct_gpu:.2f} | {h.calls} | {shape} | {hs.dtype or '-'} | "
                     f"{hs.scale_format or '-'} | {hs.label or '-'} | {', '.join(hs.segment_kernels)[:80] or '-'} |")
     return rows

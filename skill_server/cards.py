@@ -45,11 +45,28 @@ def _check_regex(pattern: str, info: ValidationInfo | None = None) -> str:
 class ProfileSignature(_Strict):
     op_name_regex: str = Field("", description="searched in the kernel/op name; empty: the card matches on operator and evidence")
     min_pct_gpu: float = Field(0.0, ge=0.0, le=100.0)
+    # extension: the same problem under the names other tools print (library API names,
+    # instance names, torch ops); searched like op_name_regex, in the kernel name and in
+    # the name of the op that launched it
+    alternatives: list[str] = Field(default_factory=list, description="more op-name regexes for the same problem")
 
     @field_validator("op_name_regex")
     @classmethod
     def _regex(cls, v: str, info: ValidationInfo) -> str:
         return _check_regex(v, info)
+
+    @field_validator("alternatives")
+    @classmethod
+    def _regexes(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        for pattern in v:
+            if not pattern:
+                raise ValueError("an alternative signature cannot be empty")
+            _check_regex(pattern, info)
+        return v
+
+    def patterns(self) -> list[str]:
+        """Every regex of the signature, the original first."""
+        return [p for p in (self.op_name_regex, *self.alternatives) if p]
 
 
 class Predicate(_Strict):
@@ -100,26 +117,48 @@ class EvidenceRequirement(_Strict):
 
     The value comes from the hotspot field ``field`` when stated, else from the names in
     ``infer_from``, in that priority order (the first source that reveals a value
-    decides). One inferred value: known. Several from one source: ambiguous. None with sources present: ``absent_means``. No sources: missing.
-    Missing or ambiguous evidence triggers ``when_missing`` (abstain by default).
+    decides). One inferred value: known. Several from one source: ambiguous. None with
+    sources present: ``absent_means``. No sources: missing. Missing or ambiguous evidence
+    triggers ``when_missing`` (abstain by default).
+
+    ``exclude_roles`` and ``role`` tie the names to the vocabulary's kernel roles
+    (``data/vocabulary.yaml``): a name of an excluded role (e.g. ``collective``: NCCL
+    all-reduce) never counts as evidence, however it is spelt; a name of ``role`` that
+    no value regex recognises (a top-k reduce under another library's name) makes the
+    evidence unknown, so the card abstains and says so instead of ruling itself out.
     """
 
     id: str
     about: str
     field: Literal["stage"] | None = None
-    infer_from: list[Literal["op_name", "segment_kernels"]] = Field(default_factory=list)
+    infer_from: list[Literal["op_name", "launch_op", "segment_kernels"]] = Field(default_factory=list)
     values: dict[str, str] = Field(min_length=1, description="value -> regex that reveals it")
     required: str
     when_missing: Literal["abstain", "fail"] = "abstain"
     absent_means: Literal["fail", "unknown"] = Field(
         "unknown", description="when the segment was shown but no value matched: fail, or treat as unknown"
     )
+    role: str | None = Field(None, description="vocabulary kernel role of the names the required value stands for")
+    exclude_roles: list[str] = Field(default_factory=list, description="vocabulary kernel roles that never count")
 
     @field_validator("values")
     @classmethod
     def _regexes(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
         for pattern in v.values():
             _check_regex(pattern, info)
+        return v
+
+    @field_validator("role", "exclude_roles")
+    @classmethod
+    def _known_roles(cls, v, info: ValidationInfo):
+        if v is None or (info.context and info.context.get("trusted")):
+            return v
+        from .vocabulary import vocabulary
+
+        known = vocabulary().kernel_roles or {}
+        for role in [v] if isinstance(v, str) else v:
+            if role not in known:
+                raise ValueError(f"unknown kernel role {role!r}; data/vocabulary.yaml kernel_roles has {sorted(known)}")
         return v
 
     @model_validator(mode="after")

@@ -12,11 +12,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--op", required=True, help="kernel or op name as the profiler shows it")
     p.add_argument("--operator", help="operator class, e.g. dense_gemm (inferred from --op when absent)")
     p.add_argument("--gen", help="GPU generation or product: gfx950, MI355X, H200, ...")
+    p.add_argument("--target-gen", metavar="G", help="match as if the hotspot ran on generation G (e.g. plan a port)")
     p.add_argument("--dtype", help="operand dtype, e.g. fp8_e4m3")
     p.add_argument("--scale-format", help="operand scale format: fp32_block or ue8m0_1x32 (others: per_row, per_tensor)")
     p.add_argument("--regime", choices=["prefill", "decode"])
     p.add_argument("--shape", help="GEMM shape MxNxK")
     p.add_argument("--stage", choices=["stage1", "stage2"], help="MoE stage when known")
+    p.add_argument("--launch-op", help="the CPU op that launched the kernel, e.g. aiter::gemm_a8w8_blockscale_ck")
     p.add_argument("--segment-kernel", action="append", default=[], metavar="NAME",
                    help="another kernel of the same segment (repeatable)")
     p.add_argument("--pct-gpu", type=float, help="share of GPU time, percent")
@@ -25,11 +27,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_match)
 
     p = sub.add_parser("match-profile", help="rank a profiler file's hotspots and match each")
-    p.add_argument("file", help="rocprofv3 kernel trace / kernel_stats CSV, or torch.profiler trace JSON (.gz ok); - for stdin")
-    p.add_argument("--format", choices=["rocprofv3_kernel_trace", "rocprofv3_kernel_stats", "torch_trace"],
-                   help="override detection")
+    p.add_argument("file", help="rocprofv3 kernel_trace.csv / kernel_stats.csv / results.json / results.db (rocpd), "
+                   "or a torch.profiler trace JSON (.gz ok); - for stdin")
+    p.add_argument("--format", choices=["rocprofv3_kernel_trace", "rocprofv3_kernel_stats", "rocprofv3_json", "rocpd",
+                                        "torch_trace"], help="override detection")
     p.add_argument("--max-bytes", type=int, help="refuse larger inputs (default 512 MiB or $SKILL_SERVER_PROFILE_MAX_BYTES)")
-    p.add_argument("--gen")
+    p.add_argument("--gen", help="generation for hotspots whose trace does not name its device")
+    p.add_argument("--target-gen", metavar="G", help="match every hotspot as if it ran on generation G")
     p.add_argument("--dtype")
     p.add_argument("--scale-format")
     p.add_argument("--regime", choices=["prefill", "decode"])
@@ -62,18 +66,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _hotspot_from(args):
     from .hotspot import Hotspot
-    from .service import _parse_gemm_shape
+    from .shapes import parse_gemm_shape
 
     return Hotspot(
-        op_name=args.op, operator=args.operator, gen=args.gen, dtype=args.dtype, scale_format=args.scale_format,
-        regime=args.regime, shape=_parse_gemm_shape(args.shape) if args.shape else None, stage=args.stage,
-        segment_kernels=args.segment_kernel, pct_gpu=args.pct_gpu, label=args.label,
+        op_name=args.op, launch_op=args.launch_op, operator=args.operator, gen=args.gen, dtype=args.dtype,
+        scale_format=args.scale_format, regime=args.regime, shape=parse_gemm_shape(args.shape) if args.shape else None,
+        stage=args.stage, segment_kernels=args.segment_kernel, pct_gpu=args.pct_gpu, label=args.label,
     )
 
 
 @handles_errors
 def cmd_match(args) -> int:
-    result = service_from(args).match_skill(_hotspot_from(args))
+    result = service_from(args).match_skill(_hotspot_from(args), target_gen=args.target_gen)
     if args.json:
         emit_json(result)
     else:
@@ -120,18 +124,28 @@ def render_match(result, indent: str = "") -> str:
 def cmd_match_profile(args) -> int:
     svc = service_from(args)
     kwargs = dict(format=args.format, gen=args.gen, dtype=args.dtype, scale_format=args.scale_format,
-                  regime=args.regime, top=args.top, min_pct=args.min_pct, max_bytes=args.max_bytes)
+                  regime=args.regime, top=args.top, min_pct=args.min_pct, max_bytes=args.max_bytes,
+                  target_gen=args.target_gen)
     if args.file == "-":
-        result = svc.match_profile(content=sys.stdin.read(), **kwargs)
+        from trace_readers.source import resolve_max_bytes
+
+        # bytes (gzip'd text and rocpd databases arrive on stdin too), never more than the limit + 1
+        content = sys.stdin.buffer.read(resolve_max_bytes(args.max_bytes) + 1)
+        result = svc.match_profile(content=content, **kwargs)
     else:
         result = svc.match_profile(path=args.file, **kwargs)
     if args.json:
         emit_json(result)
         return EXIT_OK
-    print(f"format: {result.format}; {len(result.hotspots)} hotspots")
+    device = f"; device {', '.join(result.device_names)} ({result.device_gen or 'unknown generation'})" \
+        if result.device_names else ""
+    print(f"format: {result.format}; {len(result.hotspots)} hotspots{device}")
+    for note in result.notes:
+        print(f"note: {note}")
     for h in result.hotspots:
         pct = f"{h.pct_gpu:.1f}%" if h.pct_gpu is not None else "?"
-        print(f"#{h.rank} {pct:>6}  {h.op_name}" + (f"  [{h.shape}]" if h.shape else ""))
+        print(f"#{h.rank} {pct:>6}  {h.op_name}" + (f"  [{h.shape}]" if h.shape else "")
+              + (f"  shape {h.result.hotspot.shape}" if h.result.hotspot.shape and not h.shape else ""))
         print(render_match(h.result, indent="    "))
     return EXIT_OK
 

@@ -1,36 +1,92 @@
 """What a profiler (or a person) says about one hotspot: the matcher's input."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic.json_schema import SkipJsonSchema
+
+# Caps that keep one match bounded (issue 13): a kernel name longer than 4 KB is not a
+# name a profiler prints, and every criterion scans the names once.
+MAX_NAME_CHARS = 4096
+MAX_SEGMENT_KERNELS = 64
+MAX_DIM = 2**31 - 1  # GEMM dims index int32 ranges on every backend here
+
+def _bounded_name(v: str) -> str:
+    if len(v) > MAX_NAME_CHARS:
+        raise ValueError(f"String should have at most {MAX_NAME_CHARS} characters (got {len(v)})")
+    return v
+
+
+def _bounded_dim(v: int) -> int:
+    if v > MAX_DIM:
+        raise ValueError(f"a GEMM dimension is at most {MAX_DIM} (int32), got a {len(str(v))}-digit number")
+    return v
+
+
+# bounds checked by validators rather than schema constraints: the same refusal, fewer
+# characters in the tools' schema that every agent session pays for
+Name = Annotated[str, Field(min_length=1), AfterValidator(_bounded_name)]
+Dim = Annotated[int, Field(gt=0), AfterValidator(_bounded_dim)]
+
+
+def _untitled(schema: dict) -> None:
+    """Drop the titles pydantic derives from field names and the class docstring: the tools'
+    schema is context an agent pays for on every session (docs/mcp.md), and the names and
+    the tool's own description say the same."""
+    schema.pop("description", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
 
 
 class GemmShape(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    M: int = Field(gt=0)
-    N: int = Field(gt=0)
-    K: int = Field(gt=0)
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=_untitled)
+    M: Dim
+    N: Dim
+    K: Dim
+    # grouped GEMMs (MoE experts): M counts the rows of all groups; set by profile ingestion,
+    # left out of the tools' input schema (agents give M, N, K)
+    groups: SkipJsonSchema[Annotated[int, Field(gt=0, le=MAX_DIM)] | None] = None
 
     def __str__(self) -> str:
-        return f"{self.M}x{self.N}x{self.K}"
+        text = f"{self.M}x{self.N}x{self.K}"
+        return text if self.groups is None else f"{text} ({self.groups} groups)"
 
 
 class Hotspot(BaseModel):
-    """One hotspot. Everything but ``op_name`` is optional: a missing field makes the
-    criteria that need it *unknown* (and the matcher abstains where a card requires it),
-    never silently matched."""
+    """op_name plus what is known: a missing field is unknown, never guessed."""
 
-    model_config = ConfigDict(extra="forbid")
+    # (everything but op_name is optional: a missing field makes the criteria that need it
+    # unknown, and the matcher abstains where a card requires it; never silently matched)
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_untitled)
 
-    op_name: str = Field(min_length=1, description="kernel or op name as the profiler shows it")
-    operator: str | None = Field(None, description="operator class, e.g. dense_gemm; inferred from names when absent")
-    gen: str | None = Field(None, description="GPU generation or product, e.g. gfx950 or MI355X")
+    op_name: Name = Field(description="kernel or op name as the profiler shows it")
+    launch_op: Name | None = None  # the CPU op that launched the kernel (torch traces); signatures search it too
+    operator: str | None = Field(None, description="e.g. dense_gemm (else inferred from the names)")
+    gen: str | None = Field(None, description="e.g. gfx950, MI355X")
     dtype: str | None = Field(None, description="operand dtype, e.g. fp8_e4m3")
-    scale_format: str | None = Field(None, description="operand scale format, e.g. fp32_block or ue8m0_1x32")
+    scale_format: str | None = Field(None, description="e.g. fp32_block, ue8m0_1x32")
     regime: Literal["prefill", "decode"] | None = None
     shape: GemmShape | None = None
     stage: Literal["stage1", "stage2"] | None = Field(None, description="MoE stage when known")
-    segment_kernels: list[str] = Field(default_factory=list, description="other kernels of the same segment")
+    # how the stage was found (its place in the MoE launch sequence), or why it could not be;
+    # set by profile ingestion, left out of the tools' input schema
+    stage_basis: SkipJsonSchema[str | None] = Field(None, max_length=MAX_NAME_CHARS)
+    segment_kernels: list[Name] = Field(default_factory=list, description="other kernels of the same segment")
+
+    @field_validator("segment_kernels")
+    @classmethod
+    def _few(cls, v: list[str]) -> list[str]:
+        if len(v) > MAX_SEGMENT_KERNELS:
+            raise ValueError(f"List should have at most {MAX_SEGMENT_KERNELS} items (got {len(v)})")
+        return v
+
+    @field_validator("operator", "gen", "dtype", "scale_format")
+    @classmethod
+    def _short(cls, v: str | None) -> str | None:
+        # a vocabulary word, not a name: kept out of the schema, refused when absurd
+        if v is not None and len(v) > 200:
+            raise ValueError(f"at most 200 characters, got {len(v)}")
+        return v
     pct_gpu: float | None = Field(None, ge=0.0, le=100.0, description="share of GPU time, percent")
-    label: str | None = Field(None, description="model-side layer label; provenance only, never a selector")
+    label: Name | None = Field(None, description="layer label: provenance only, never a selector")

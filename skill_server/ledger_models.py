@@ -23,6 +23,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 from verifiers.provenance import PlatformInfo
 
 from .claims import ReverifyStatus
+from .shapes import parse_shape_text  # the server's one shape parser
 from .evidence import Evidence
 
 MAX_PAYLOAD_BYTES = 256 * 1024
@@ -77,33 +78,6 @@ def _check_metrics(metrics: dict[str, Metric], where: str) -> dict[str, Metric]:
         elif _NONNEG_METRIC.search(key) and value < 0:
             raise ValueError(f"{where}.{key}: an error or mismatch count cannot be negative, got {value}")
     return metrics
-
-
-def parse_shape_text(text: str) -> dict[str, int]:
-    """``4096x2048x7168`` (M, N, K) or ``M=16384,N=2880,K=2880,E=128,top_k=4``."""
-    text = text.strip()
-    dims: dict[str, int] = {}
-    if "=" in text:
-        for part in re.split(r"[,\s]+", text):
-            if not part:
-                continue
-            key, sep, value = part.partition("=")
-            if not sep:
-                raise ValueError(f"shape {text!r}: expected name=value pairs, got {part!r}")
-            dims[key.strip()] = _shape_int(value, text)
-    else:
-        parts = re.split(r"[xX×]", text)
-        if len(parts) != 3:
-            raise ValueError(f"shape {text!r}: expected MxNxK (three positive integers) or name=value pairs")
-        dims = {k: _shape_int(v, text) for k, v in zip(("M", "N", "K"), parts)}
-    return dims
-
-
-def _shape_int(value: str, text: str) -> int:
-    try:
-        return int(value.strip())
-    except ValueError:
-        raise ValueError(f"shape {text!r}: {value!r} is not an integer") from None
 
 
 def shape_text(dims: dict[str, int]) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable
+from itertools import compress, count
+from dataclasses import dataclass, field
 from datetime import date
 from typing import Literal
 
@@ -107,6 +109,8 @@ class MatchResult(BaseModel):
     abstained: list[Abstention] = Field(default_factory=list)
     not_applicable: list[NotApplicable] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    target_gen: str | None = Field(None, description="the generation matched as if for (--target-gen), when given")
+    source_gen: str | None = Field(None, description="with target_gen: the hotspot's own generation")
     cards_in_catalog: int = 0
     cards_considered: int = 0
 
@@ -122,28 +126,28 @@ def normalise(hotspot: Hotspot, vocab: Vocabulary | None = None) -> tuple[Hotspo
         if hotspot.gen is not None:
             gen = vocab.generation(hotspot.gen)
             if gen != hotspot.gen:
-                notes.append(f"generation {hotspot.gen!r} normalised to {gen}")
+                notes.append(f"generation {_short(hotspot.gen)!r} normalised to {gen}")
             update["gen"] = gen
         if hotspot.dtype is not None:
             implied = vocab.scale_format_implied_by_dtype(hotspot.dtype)
             dt = vocab.dtype(hotspot.dtype)
             if dt != hotspot.dtype:
-                notes.append(f"dtype {hotspot.dtype!r} normalised to {dt}")
+                notes.append(f"dtype {_short(hotspot.dtype)!r} normalised to {dt}")
             update["dtype"] = dt
             if implied and hotspot.scale_format is None:
                 update["scale_format"] = implied
-                notes.append(f"dtype {hotspot.dtype!r} implies scale format {implied}")
+                notes.append(f"dtype {_short(hotspot.dtype)!r} implies scale format {implied}")
         if hotspot.scale_format is not None:
             sf = vocab.scale_format(hotspot.scale_format)
             if sf != hotspot.scale_format:
-                notes.append(f"scale format {hotspot.scale_format!r} normalised to {sf}")
+                notes.append(f"scale format {_short(hotspot.scale_format)!r} normalised to {sf}")
             update["scale_format"] = sf
     except VocabularyError as exc:
         raise MatchInputError(str(exc)) from None
     if hotspot.operator is not None:
         update["operator"] = hotspot.operator.strip().lower()
     if hotspot.label:
-        notes.append(f"label {hotspot.label!r} kept as provenance; it carries zero weight in selection")
+        notes.append(f"label {_short(hotspot.label)!r} kept as provenance; it carries zero weight in selection")
     return hotspot.model_copy(update=update), notes
 
 
@@ -153,10 +157,14 @@ class CardIndex:
 
     Each op-name regex is reduced (``regex_literals``) to the literal fragments every
     match needs, per top-level alternative. A query looks up each substring of the
-    lower-cased name whose length is one of the indexed literal lengths in a dict,
-    checks the alternative's other fragments with ``in``, and only then runs the regex
-    (compiled lazily, once). Regexes without indexable literals are always run.
-    Regex-less cards are found through the operator classes the hotspot may belong to.
+    lower-cased name whose length is one of the indexed literal lengths in a dict, checks
+    the alternative's other fragments with ``in``, and only then runs the regex (compiled
+    lazily, once). Regexes without indexable literals are always run. Regex-less cards
+    are found through the operator classes the hotspot may belong to.
+
+    Cost per query is bounded: every pattern is literal-checked at most once and run at
+    most once per name, however often its key literal occurs (names are capped at
+    ``hotspot.MAX_NAME_CHARS``), and ``evaluate_card`` reuses the verdicts.
     """
 
     def __init__(self, cards: Iterable[Card], known_literals: dict[str, list[list[str]] | None] | None = None):
@@ -172,18 +180,19 @@ class CardIndex:
         self._cards_by_pattern: dict[str, list[int]] = defaultdict(list)
         self._regexless_by_operator: dict[str, list[int]] = defaultdict(list)
         for i, card in enumerate(self.cards):
-            pattern = card.match.profile_signature.op_name_regex
-            if not pattern:
+            patterns = card.match.profile_signature.patterns()
+            if not patterns:
                 for op in card.match.operator:
                     self._regexless_by_operator[op.lower()].append(i)
                 continue
-            if pattern not in self._cards_by_pattern:
-                branches = known[pattern] if pattern in known else required_literals(pattern)
-                if branches is None:
-                    self._always.append(pattern)
-                else:
-                    self._branches[pattern] = branches
-            self._cards_by_pattern[pattern].append(i)
+            for pattern in patterns:
+                if pattern not in self._cards_by_pattern:
+                    branches = known[pattern] if pattern in known else required_literals(pattern)
+                    if branches is None:
+                        self._always.append(pattern)
+                    else:
+                        self._branches[pattern] = branches
+                self._cards_by_pattern[pattern].append(i)
         # Key each alternative by its rarest literal (3+ characters) across the catalog, so
         # a fragment many cards share ("gemm", "bpreshuffle") does not put them all in one
         # bucket that every query with that fragment must scan.
@@ -199,6 +208,9 @@ class CardIndex:
                 self._by_literal[key].append(pattern)
                 lengths.add(len(key))
         self._lengths = sorted(lengths)
+        # every index literal starts with one of these 3-grams: only positions that start one
+        # are looked up, and finding them runs in C (zip/map/compress), not per character in Python
+        self._grams = {tuple(key[:3]) for key in self._by_literal}
 
     def literals(self) -> dict[str, list[list[str]] | None]:
         """pattern -> its index literals (None: always run), for the parse cache."""
@@ -212,28 +224,86 @@ class CardIndex:
             rx = self._compiled[pattern] = re.compile(pattern, re.IGNORECASE)
         return rx
 
-    def candidates(self, op_name: str, operators: Iterable[str]) -> list[int]:
-        lname = op_name.lower()
-        patterns: set[str] = set(self._always)
-        by_literal, n = self._by_literal, len(lname)
-        for length in self._lengths:
-            if length > n:
-                break
-            for j in range(n - length + 1):
+    def _patterns_in(self, name: str, found: set[str]) -> None:
+        """Add to ``found`` the indexed patterns whose literals ``name`` contains (each
+        pattern's literal check runs at most once, however often its key occurs)."""
+        lname = name.lower()
+        by_literal, n, lengths = self._by_literal, len(lname), self._lengths
+        tried: set[str] = set()
+        starts = compress(count(), map(self._grams.__contains__, zip(lname, lname[1:], lname[2:])))
+        for j in starts:
+            for length in lengths:
+                if j + length > n:
+                    break
                 hits = by_literal.get(lname[j : j + length])
                 if hits:
                     for pattern in hits:
-                        if pattern not in patterns and any(
-                            all(lit in lname for lit in lits) for lits in self._branches[pattern]
-                        ):
-                            patterns.add(pattern)
+                        if pattern in tried:
+                            continue
+                        tried.add(pattern)
+                        if any(all(lit in lname for lit in lits) for lits in self._branches[pattern]):
+                            found.add(pattern)
+
+    def search(self, names: Iterable[str | None]) -> dict[str, str]:
+        """pattern -> the first of ``names`` its regex matches, for every pattern that
+        matches one (each regex runs at most once per name)."""
+        names = [n for n in names if n]
+        out: dict[str, str] = {}
+        for name in names:
+            found: set[str] = set(self._always)
+            self._patterns_in(name, found)
+            for pattern in found:
+                if pattern not in out and self.regex(pattern).search(name):
+                    out[pattern] = name
+        return out
+
+    def candidates(self, op_name: str, operators: Iterable[str], launch_op: str | None = None) -> list[int]:
+        return self._candidates(self.search([op_name, launch_op]), operators)
+
+    def _candidates(self, hits: dict[str, str], operators: Iterable[str]) -> list[int]:
         found: set[int] = set()
-        for pattern in patterns:
-            if self.regex(pattern).search(op_name):
-                found.update(self._cards_by_pattern[pattern])
+        for pattern in hits:
+            found.update(self._cards_by_pattern[pattern])
         for op in operators:
             found.update(self._regexless_by_operator.get(op, ()))
         return sorted(found)
+
+
+@dataclass
+class Query:
+    """What one hotspot's names say, worked out once per query and shared by every card."""
+
+    hotspot: Hotspot
+    names: list[str]  # op name, then the launching op
+    operators: list[str]
+    dtype_in_name: str | None
+    scale_in_name: str | None
+    hits: dict[str, str] | None  # pattern -> the name it matched (None: no index, search per card)
+    roles: dict[str, str | None] = field(default_factory=dict)  # name -> vocabulary kernel role
+
+    @classmethod
+    def of(cls, hotspot: Hotspot, vocab: Vocabulary, index: "CardIndex | None" = None) -> "Query":
+        names = [n for n in (hotspot.op_name, hotspot.launch_op) if n]
+        operators = [hotspot.operator] if hotspot.operator else list(dict.fromkeys(
+            op for n in names for op in vocab.operators_in(n)))
+        return cls(
+            hotspot=hotspot, names=names, operators=operators,
+            dtype_in_name=next((d for n in names if (d := vocab.dtype_in(n))), None),
+            scale_in_name=next((f for n in names if (f := vocab.scale_format_in(n))), None),
+            hits=index.search(names) if index is not None else None,
+        )
+
+    def hit(self, pattern: str, index: "CardIndex | None") -> str | None:
+        """The first name the pattern matches (from the index's one search when there was one)."""
+        if self.hits is not None:
+            return self.hits.get(pattern)
+        rx = index.regex(pattern) if index is not None else re.compile(pattern, re.IGNORECASE)
+        return next((n for n in self.names if rx.search(n)), None)
+
+    def role(self, name: str, vocab: Vocabulary) -> str | None:
+        if name not in self.roles:
+            self.roles[name] = vocab.kernel_role(name)
+        return self.roles[name]
 
 
 # ----------------------------------------------------------------------- criteria
@@ -249,46 +319,78 @@ def _in(value: str, allowed: list[str], normalise_fn) -> bool:
     return value in norm
 
 
-def _evidence(req: EvidenceRequirement, hotspot: Hotspot) -> tuple[Status, str]:
+def _evidence(req: EvidenceRequirement, query: Query, vocab: Vocabulary) -> tuple[Status, str]:
+    hotspot = query.hotspot
     if req.field is not None and getattr(hotspot, req.field) is not None:
         value = getattr(hotspot, req.field)
         source = f"hotspot.{req.field}={value!r}"
+        if req.field == "stage" and hotspot.stage_basis:
+            source += f" ({hotspot.stage_basis})"
     else:
         # sources in priority order: the op name (the hotspot itself) speaks before its neighbours
         names: list[str] = []
         found: list[str] = []
+        excluded: list[str] = []
+        other_role: list[str] = []
         for src in req.infer_from:
-            src_names = [hotspot.op_name] if src == "op_name" else list(hotspot.segment_kernels)
-            names += src_names
-            found = sorted({v for v, rx in req.values.items() for n in src_names if re.search(rx, n, re.IGNORECASE)})
+            if src == "op_name":
+                src_names = [hotspot.op_name]
+            elif src == "launch_op":
+                src_names = [hotspot.launch_op] if hotspot.launch_op else []
+            else:
+                src_names = list(hotspot.segment_kernels)
+            counted = []
+            for n in src_names:
+                role = query.role(n, vocab) if (req.exclude_roles or req.role) else None
+                if role is not None and role in req.exclude_roles:
+                    excluded.append(n)
+                    continue
+                counted.append(n)
+                if req.role is not None and role == req.role and not any(
+                        re.search(rx, n, re.IGNORECASE) for rx in req.values.values()):
+                    other_role.append(n)
+            names += counted
+            found = sorted({v for v, rx in req.values.items() for n in counted if re.search(rx, n, re.IGNORECASE)})
             if found:
                 break
+        skipped = f"; {_names(excluded)} ignored: {', '.join(req.exclude_roles)} kernels never count" if excluded else ""
         if len(found) > 1:
-            return "unknown", f"{req.about}: ambiguous, names suggest {found} ({_names(names)})"
+            return "unknown", f"{req.about}: ambiguous, names suggest {found} ({_names(names)}){skipped}"
         if not found:
+            if other_role:
+                return "unknown", (
+                    f"{req.about}: {_names(other_role)} is a {req.role!r} kernel by the vocabulary, "
+                    f"but not one this card's evidence names; confirm it is the kernel the card means{skipped}")
             # "absent" needs the segment to have been shown; an op name alone proves nothing
             segment_seen = bool(hotspot.segment_kernels) and "segment_kernels" in req.infer_from
             if segment_seen and req.absent_means == "fail":
-                return "failed", f"{req.about}: not observed in {_names(names)}"
-            return "unknown", f"{req.about}: no evidence in {_names(names)}"
+                return "failed", f"{req.about}: not observed in {_names(names)}{skipped}"
+            basis = f"; {hotspot.stage_basis}" if req.field == "stage" and hotspot.stage_basis else ""
+            return "unknown", f"{req.about}: no evidence in {_names(names)}{skipped}{basis}"
         value = found[0]
-        source = f"inferred {value!r} from {_names(names)}"
+        source = f"inferred {value!r} from {_names(names)}{skipped}"
     if value == req.required:
         return "matched", f"{req.about}: {source}"
     return "failed", f"{req.about}: needs {req.required!r}, got {source}"
 
 
+def _short(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _names(names: list[str]) -> str:
-    shown = ", ".join(repr(n) for n in names[:6])
+    shown = ", ".join(repr(_short(n)) for n in names[:6])
     return shown + (f" and {len(names) - 6} more" if len(names) > 6 else "") if names else "no names"
 
 
-def evaluate_card(card: Card, hotspot: Hotspot, index: CardIndex | None = None, vocab: Vocabulary | None = None):
+def evaluate_card(card: Card, hotspot: Hotspot, index: CardIndex | None = None, vocab: Vocabulary | None = None,
+                  query: Query | None = None):
     """Evaluate one card against a normalised hotspot.
 
     Returns (decision, reasons, missing, shape_selection, score) where decision is
     'match', 'abstain' or 'not_applicable'."""
     vocab = vocab or vocabulary()
+    query = query or Query.of(hotspot, vocab, index)
     m = card.match
     reasons: list[Reason] = []
     weights: dict[int, float] = {}
@@ -301,12 +403,20 @@ def evaluate_card(card: Card, hotspot: Hotspot, index: CardIndex | None = None, 
             required_unknown.append(criterion)
 
     # op name ---------------------------------------------------------------------
-    pattern = m.profile_signature.op_name_regex
-    rx = (index.regex(pattern) if index else re.compile(pattern, re.IGNORECASE)) if pattern else None
-    if rx is not None:
-        hit = rx.search(hotspot.op_name)
-        add("op_name", "matched" if hit else "failed",
-            f"op-name signature /{pattern}/ {'matches' if hit else 'does not match'} {hotspot.op_name!r}", WEIGHTS["op_name"])
+    patterns = m.profile_signature.patterns()
+    pattern = patterns[0] if patterns else ""
+    name_hit: str | None = None
+    if patterns:
+        hit_pattern = next((p for p in patterns if query.hit(p, index) is not None), None)
+        if hit_pattern is None:
+            shown = " or ".join(f"/{_short(p)}/" for p in patterns)
+            add("op_name", "failed", f"op-name signature {shown} does not match "
+                f"{' or '.join(repr(_short(n)) for n in query.names)}", WEIGHTS["op_name"])
+        else:
+            name_hit = query.hit(hit_pattern, index)
+            via = "" if name_hit == hotspot.op_name else " (the launching op)"
+            add("op_name", "matched", f"op-name signature /{_short(hit_pattern)}/ matches {_short(name_hit)!r}{via}",
+                WEIGHTS["op_name"])
     else:
         add("op_name", "matched", "card has no op-name regex; it matches on operator class and evidence", 0.0)
 
@@ -317,16 +427,16 @@ def evaluate_card(card: Card, hotspot: Hotspot, index: CardIndex | None = None, 
         add("operator", "matched" if ok else "failed",
             f"operator {hotspot.operator!r} {'is' if ok else 'is not'} one of {card_ops}", WEIGHTS["operator"])
     else:
-        inferred = vocab.operators_in(hotspot.op_name)
+        inferred = query.operators
         common = [o for o in inferred if o in card_ops]
         if common:
-            add("operator", "matched", f"operator inferred from the op name: {common}", WEIGHTS["operator"])
-        elif rx is not None and reasons[0].status == "matched":
+            add("operator", "matched", f"operator inferred from the names: {common}", WEIGHTS["operator"])
+        elif name_hit is not None:
             add("operator", "matched", "implied by the op-name signature", WEIGHTS["operator"])
         elif inferred:
-            add("operator", "failed", f"op name suggests {inferred}, card covers {card_ops}", WEIGHTS["operator"])
+            add("operator", "failed", f"names suggest {inferred}, card covers {card_ops}", WEIGHTS["operator"])
         else:
-            add("operator", "unknown", "operator class not stated and not inferable from the op name",
+            add("operator", "unknown", "operator class not stated and not inferable from the names",
                 WEIGHTS["operator"], required_if_unknown=not pattern)
 
     # generation ------------------------------------------------------------------
@@ -342,7 +452,7 @@ def evaluate_card(card: Card, hotspot: Hotspot, index: CardIndex | None = None, 
     # dtype -------------------------------------------------------------------------
     dtype, how = hotspot.dtype, "given"
     if dtype is None:
-        dtype, how = vocab.dtype_in(hotspot.op_name), "inferred from the op name"
+        dtype, how = query.dtype_in_name, "inferred from the names"
     if dtype is None:
         add("dtype", "unknown", f"dtype not given; card covers {m.dtypes}", WEIGHTS["dtype"], "dtype" in req)
     else:
@@ -356,10 +466,10 @@ def evaluate_card(card: Card, hotspot: Hotspot, index: CardIndex | None = None, 
     else:
         fmt, how = hotspot.scale_format, "given"
         if fmt is None:
-            fmt, how = vocab.scale_format_in(hotspot.op_name), "inferred from the op name"
+            fmt, how = query.scale_in_name, "stated in the name"
         if fmt is None:
             add("scale_format", "unknown",
-                f"operand scale format not given and the name does not reveal it; this card needs {m.scale_formats}"
+                f"operand scale format not given and the name does not state it; this card needs {m.scale_formats}"
                 " (the same kernel name can carry other formats that need a different recipe)",
                 WEIGHTS["scale_format"], "scale_format" in req)
         else:
@@ -368,12 +478,20 @@ def evaluate_card(card: Card, hotspot: Hotspot, index: CardIndex | None = None, 
                 f"scale format {fmt} ({how}) {'is' if ok else 'is not'} one of {m.scale_formats}", WEIGHTS["scale_format"])
 
     # regime ------------------------------------------------------------------------
-    if hotspot.regime is None:
-        add("regime", "unknown", f"regime not given; card covers {m.regimes}", WEIGHTS["regime"], "regime" in req)
+    regime, how = hotspot.regime, "given"
+    if regime is None and hotspot.shape is not None and vocab.regimes is not None:
+        regime = vocab.regimes.regime_of(hotspot.shape.M)
+        how = (f"inferred from M={hotspot.shape.M} (decode <= {vocab.regimes.decode_max}, "
+               f"prefill >= {vocab.regimes.prefill_min})")
+    if regime is None:
+        why = "" if hotspot.shape is None or vocab.regimes is None else (
+            f" and M={hotspot.shape.M} lies between decode (<= {vocab.regimes.decode_max}) and prefill "
+            f"(>= {vocab.regimes.prefill_min})")
+        add("regime", "unknown", f"regime not given{why}; card covers {m.regimes}", WEIGHTS["regime"], "regime" in req)
     else:
-        ok = hotspot.regime in m.regimes
+        ok = regime in m.regimes
         add("regime", "matched" if ok else "failed",
-            f"regime {hotspot.regime} {'is' if ok else 'is not'} one of {m.regimes}", WEIGHTS["regime"])
+            f"regime {regime} ({how}) {'is' if ok else 'is not'} one of {m.regimes}", WEIGHTS["regime"])
 
     # shape -------------------------------------------------------------------------
     selection: ShapeSelection | None = None
@@ -410,7 +528,7 @@ def evaluate_card(card: Card, hotspot: Hotspot, index: CardIndex | None = None, 
 
     # evidence requirements -------------------------------------------------------
     for ev in m.evidence:
-        status, detail = _evidence(ev, hotspot)
+        status, detail = _evidence(ev, query, vocab)
         if status == "unknown" and ev.when_missing == "fail":
             status = "failed"
         add(f"evidence:{ev.id}", status, detail, EVIDENCE_WEIGHT, required_if_unknown=ev.when_missing == "abstain")
@@ -476,16 +594,30 @@ def build_match(card: Card, reasons: list[Reason], selection: ShapeSelection | N
     )
 
 
-def match_hotspot(hotspot: Hotspot, index: CardIndex, vocab: Vocabulary | None = None) -> MatchResult:
+def match_hotspot(hotspot: Hotspot, index: CardIndex, vocab: Vocabulary | None = None,
+                  target_gen: str | None = None) -> MatchResult:
+    """Match one hotspot against the catalog. ``target_gen`` matches it as if it ran on
+    that generation (a trace from one GPU, a port planned to another); the result says so."""
     vocab = vocab or vocabulary()
     hs, notes = normalise(hotspot, vocab)
-    operators = [hs.operator] if hs.operator else vocab.operators_in(hs.op_name)
-    result = MatchResult(hotspot=hs, notes=notes, cards_in_catalog=len(index.cards))
-    candidates = index.candidates(hs.op_name, operators)
+    source_gen = hs.gen
+    if target_gen is not None:
+        try:
+            target = vocab.generation(target_gen)
+        except VocabularyError as exc:
+            raise MatchInputError(f"target generation: {exc}") from None
+        notes.append(f"matched as if for {target} (target generation); the hotspot's own generation is "
+                     f"{source_gen or 'not stated'}")
+        hs = hs.model_copy(update={"gen": target})
+    query = Query.of(hs, vocab, index)
+    result = MatchResult(hotspot=hs, notes=notes, cards_in_catalog=len(index.cards),
+                         target_gen=hs.gen if target_gen is not None else None,
+                         source_gen=source_gen if target_gen is not None else None)
+    candidates = index._candidates(query.hits or {}, query.operators)
     result.cards_considered = len(candidates)
     for i in candidates:
         card = index.cards[i]
-        decision, reasons, missing, selection, score = evaluate_card(card, hs, index, vocab)
+        decision, reasons, missing, selection, score = evaluate_card(card, hs, index, vocab, query)
         if decision == "match":
             result.matches.append(build_match(card, reasons, selection, score))
         elif decision == "abstain":
@@ -497,7 +629,8 @@ def match_hotspot(hotspot: Hotspot, index: CardIndex, vocab: Vocabulary | None =
     result.matches.sort(key=lambda c: (-c.score, status_rank.get(c.validation.status, 9), c.card_id))
     if not candidates:
         result.notes.append(
-            f"no card's op-name signature or operator class fits {hs.op_name!r} "
-            f"(operators inferred: {operators or 'none'}); {len(index.cards)} cards in the catalog"
+            f"no card's op-name signature or operator class fits {_short(hs.op_name)!r}"
+            + (f" or {_short(hs.launch_op)!r}" if hs.launch_op else "")
+            + f" (operators inferred: {query.operators or 'none'}); {len(index.cards)} cards in the catalog"
         )
     return result

@@ -25,6 +25,7 @@ from .service import MAX_PAGE, SkillService
 Gen = Annotated[str | None, Field(description="e.g. gfx950, MI355X, H200")]
 Dtype = Annotated[str | None, Field(description="e.g. fp8_e4m3, bf16, mxfp8")]
 ScaleFormat = Annotated[str | None, Field(description="fp32_block, ue8m0_1x32, per_row, per_tensor")]
+TargetGen = Annotated[str | None, Field(description="as if on this gen")]
 
 LIST_SKILLS = """\
 Call this to see which expert GPU-kernel skills exist (filter by gen, operator, dtype): metadata and \
@@ -67,8 +68,8 @@ def register(server: MCPServer, service: SkillService, settings: ServerSettings)
 
     @server.tool(description=MATCH_SKILL, annotations=READ_ONLY)
     @tool_errors
-    async def match_skill(hotspot: Hotspot) -> CallToolResult:
-        result = service.match_skill(hotspot)
+    async def match_skill(hotspot: Hotspot, target_gen: TargetGen = None) -> CallToolResult:
+        result = service.match_skill(hotspot, target_gen=target_gen)
         return answers.answer(answers.match_text(result), answers.match_view(result))
 
     @server.tool(description=MATCH_PROFILE, annotations=READ_ONLY)
@@ -76,18 +77,20 @@ def register(server: MCPServer, service: SkillService, settings: ServerSettings)
     def match_profile(
         path: Annotated[str | None, Field(description="file on the server's machine")] = None,
         content: Annotated[str | None, Field(description="the file's text (instead of path)")] = None,
-        format: Annotated[str | None, Field(description="rocprof_trace, rocprof_stats, torch_trace (default: detected)")] = None,
+        format: Annotated[str | None, Field(description="rocprof_trace, rocprof_stats, rocpd, torch_trace (default: detected)")] = None,
         gen: Gen = None,
         dtype: Dtype = None,
         scale_format: ScaleFormat = None,
         regime: Literal["prefill", "decode"] | None = None,
         top: Annotated[int, Field(ge=1, le=MAX_PAGE, description="hotspots, by time")] = 20,
         min_pct: Annotated[float, Field(ge=0.0, le=100.0, description="minimum share of GPU time, %")] = 0.0,
+        target_gen: TargetGen = None,
     ) -> CallToolResult:
         if path is not None:
             check_profile_path(path, settings.profile_roots)
         result = service.match_profile(path=path, content=content, format=format, gen=gen, dtype=dtype,
-                                       scale_format=scale_format, regime=regime, top=top, min_pct=min_pct)
+                                       scale_format=scale_format, regime=regime, top=top, min_pct=min_pct,
+                                       target_gen=target_gen)
         return answers.answer(answers.profile_text(result), answers.profile_view(result))
 
     @server.tool(description=GET_RECIPE, annotations=READ_ONLY)

@@ -35,7 +35,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from .cards import Card, CardProblem, MatchSpec, ParsedCard, Predicate, Review, ShapeClass
-from .shapes import metric_value, predicate_holds
+from .shapes import metric_value, parse_shape_text, predicate_holds
 from .vocabulary import VocabularyError, vocabulary
 
 Relation = Literal["identical", "overlap", "disjoint"]
@@ -98,9 +98,12 @@ class Subject:
     def of(cls, card: Card) -> "Subject":
         shapes = [(v.M, v.N, v.K) for c in card.shape_classes for v in c.validated_shapes]
         for s in (card.verifier.shapes if card.verifier else []):
-            m = re.fullmatch(r"\s*(\d+)[xX×](\d+)[xX×](\d+)\s*", s)
-            if m:
-                shapes.append(tuple(int(g) for g in m.groups()))  # type: ignore[arg-type]
+            try:
+                dims = parse_shape_text(s)
+            except ValueError:
+                continue
+            if list(dims) == ["M", "N", "K"]:
+                shapes.append((dims["M"], dims["N"], dims["K"]))
         return cls(id=card.id, title=card.title, match=card.match, shape_classes=list(card.shape_classes),
                    supersedes=list(card.supersedes), reviews=list(card.reviews), extra_shapes=shapes)
 

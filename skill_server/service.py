@@ -19,7 +19,7 @@ from .matching import MatchResult, match_hotspot, target_compute_units
 from .service_errors import ServiceError
 from .service_ledger import (ExportResult, LedgerService, RecordReceipt, ReportView, ValidationHistory,
                              VerifyOutcome)
-from .shapes import ShapeSelection, select_shape_class
+from .shapes import ShapeSelection, parse_gemm_shape, select_shape_class
 from .vocabulary import VocabularyError, vocabulary
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ class ProfileHotspotMatch(BaseModel):
     pct_gpu: float | None
     calls: int | None = None
     total_time_ns: float | None = None
-    shape: str | None = Field(None, description="set when the kernel ran at several shapes: one entry per shape")
+    shape: str | None = Field(None, description="set when the kernel ran at several shapes or MoE stages: one entry each")
     segment_kernels: list[str] = Field(default_factory=list)
     result: MatchResult
 
@@ -91,6 +91,8 @@ class ProfileMatchResult(BaseModel):
     format: str
     total_gpu_time_ns: float | None
     hotspots: list[ProfileHotspotMatch]
+    device_names: list[str] = Field(default_factory=list)
+    device_gen: str | None = Field(None, description="the generation the trace's device resolves to")
     notes: list[str] = Field(default_factory=list)
 
 
@@ -145,10 +147,16 @@ class SkillService(LedgerService):
                     cursor: str | None = None, limit: int = 50) -> SkillList:
         vocab = vocabulary()
         try:
-            gen_n = vocab.generation(gen) if gen else None
-            dtype_n = vocab.dtype(dtype) if dtype else None
+            gen_n = vocab.generation(gen) if gen is not None else None
+            dtype_n = vocab.dtype(dtype) if dtype is not None else None
         except VocabularyError as exc:
             raise ServiceError(str(exc)) from None
+        if operator is not None:
+            known_ops = set(vocab.known_operators()) | {o.lower() for p in self.catalog.cards.values()
+                                                       for o in p.card.match.operator}
+            if operator.strip().lower() not in known_ops:
+                raise ServiceError(f"unknown operator class {operator[:80]!r}; known: {', '.join(sorted(known_ops))}")
+            operator = operator.strip()
         if not 1 <= limit <= MAX_PAGE:
             raise ServiceError(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
         try:
@@ -173,11 +181,12 @@ class SkillService(LedgerService):
         return SkillList(skills=page, total=len(rows), next_cursor=nxt, catalog_problems=len(cat.problems))
 
     # -- match ---------------------------------------------------------------------
-    def match_skill(self, hotspot: Hotspot) -> MatchResult:
+    def match_skill(self, hotspot: Hotspot, target_gen: str | None = None) -> MatchResult:
+        """Match one hotspot; ``target_gen`` matches it as if it ran on that generation."""
         from .matching import MatchInputError
 
         try:
-            result = match_hotspot(hotspot, self.catalog.index)
+            result = match_hotspot(hotspot, self.catalog.index, target_gen=target_gen)
         except MatchInputError as exc:
             raise ServiceError(str(exc)) from None
         return self._join_claims(result)
@@ -193,13 +202,15 @@ class SkillService(LedgerService):
                 m.caveats = [*m.caveats, *info.caveats]
         return result
 
-    def match_profile(self, path: str | None = None, content: str | None = None, format: str | None = None,
+    def match_profile(self, path: str | None = None, content: str | bytes | None = None, format: str | None = None,
                       gen: str | None = None, dtype: str | None = None, scale_format: str | None = None,
                       regime: Literal["prefill", "decode"] | None = None, top: int = 20,
-                      min_pct: float = 0.0, max_bytes: int | None = None) -> ProfileMatchResult:
+                      min_pct: float = 0.0, max_bytes: int | None = None,
+                      target_gen: str | None = None) -> ProfileMatchResult:
         """Rank a profile's kernels by GPU time and match each. The defaults given here
-        (gen, dtype, ...) fill only what the profile itself did not reveal. A kernel that
-        ran at several GEMM shapes is matched once per shape."""
+        (gen, dtype, ...) fill only what the profile itself did not reveal; ``target_gen``
+        matches every hotspot as if for that generation. A kernel that ran at several GEMM
+        shapes or in both MoE stages is matched once per variant."""
         from .profiles import ProfileError, load_profile
 
         if (path is None) == (content is None):
@@ -209,17 +220,35 @@ class SkillService(LedgerService):
                                    max_bytes=max_bytes)
         except ProfileError as exc:
             raise ServiceError(str(exc)) from None
+        notes = list(summary.notes)
+        if gen is not None and summary.device_gen is not None:
+            try:
+                given = vocabulary().generation(gen)
+            except VocabularyError as exc:
+                raise ServiceError(str(exc)) from None
+            if given != summary.device_gen:
+                notes.append(
+                    f"the trace's device ({', '.join(summary.device_names)} -> {summary.device_gen}) overrides "
+                    f"gen={gen!r}; pass target_gen={gen!r} (CLI --target-gen) to match as if for {given}")
+        if target_gen is not None:
+            notes.append(f"every hotspot is matched as if for target generation {target_gen!r}"
+                         + (f"; the trace's device is {', '.join(summary.device_names)}" if summary.device_names else ""))
         defaults = (("gen", gen), ("dtype", dtype), ("scale_format", scale_format), ("regime", regime))
         out = []
         for ph in summary.hotspots:
-            variants = ph.per_shape() if ph.hotspot.shape is None and ph.shape_variants else [ph.hotspot]
+            variants = ph.per_variant(summary.total_gpu_time_ns)
             for hs in variants:
                 update = {k: v for k, v in defaults if v is not None and getattr(hs, k) is None}
+                label = None
+                if len(variants) > 1:
+                    parts = [str(hs.shape) if hs.shape else None, hs.stage]
+                    label = ", ".join(p for p in parts if p) or "shape and stage unknown"
                 out.append(ProfileHotspotMatch(
                     rank=ph.rank, op_name=hs.op_name, full_name=ph.full_name, pct_gpu=hs.pct_gpu, calls=ph.calls,
-                    total_time_ns=ph.total_ns, shape=str(hs.shape) if len(variants) > 1 and hs.shape else None,
-                    segment_kernels=hs.segment_kernels, result=self.match_skill(hs.model_copy(update=update))))
-        return ProfileMatchResult(format=summary.format, total_gpu_time_ns=summary.total_gpu_time_ns, hotspots=out)
+                    total_time_ns=ph.total_ns, shape=label, segment_kernels=hs.segment_kernels,
+                    result=self.match_skill(hs.model_copy(update=update), target_gen=target_gen)))
+        return ProfileMatchResult(format=summary.format, total_gpu_time_ns=summary.total_gpu_time_ns, hotspots=out,
+                                  device_names=summary.device_names, device_gen=summary.device_gen, notes=notes)
 
     # -- recipe --------------------------------------------------------------------
     def get_recipe(self, card_id: str, shape: GemmShape | str | None = None, section: str | None = None,
@@ -337,16 +366,10 @@ def _find_section(parsed: ParsedCard, wanted: str) -> str:
 
 
 def _parse_gemm_shape(shape: GemmShape | str) -> GemmShape:
-    if isinstance(shape, GemmShape):
-        return shape
-    import re
-
-    parts = re.split(r"[xX×,\s]+", shape.strip())
     try:
-        M, N, K = (int(p) for p in parts)
-        return GemmShape(M=M, N=N, K=K)
-    except ValueError:
-        raise ServiceError(f"shape {shape!r}: expected MxNxK with three positive integers, e.g. 4096x2048x7168") from None
+        return parse_gemm_shape(shape)
+    except ValueError as exc:  # ShapeTextError, or the GemmShape bounds
+        raise ServiceError(str(exc)) from None
 
 
 def _draft_match_only(text: str, exc: Exception):

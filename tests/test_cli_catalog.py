@@ -37,7 +37,7 @@ def test_match_json_has_the_documented_shape(capsys):
 
 def test_match_moe_segment_kernels_and_stage(capsys):
     rc, out, _ = run(capsys, "match", "--op", "fused_moe_kernel", "--gen", "gfx950", "--stage", "stage2",
-                     "--segment-kernel", "moe_sum_reduce", "--json")
+                     "--regime", "prefill", "--segment-kernel", "moe_sum_reduce", "--json")
     assert rc == 0 and json.loads(out)["matches"][0]["card_id"] == "flydsl_prefill_moe_stage2_fp8partial"
 
 
@@ -48,7 +48,10 @@ def test_match_moe_segment_kernels_and_stage(capsys):
         (["match", "--op", CK, "--dtype", "fp7"], "unknown dtype"),
         (["match", "--op", CK, "--scale-format", "weird"], "unknown scale format"),
         (["match", "--op", CK, "--shape", "4096x2048"], "expected MxNxK"),
-        (["match", "--op", CK, "--shape", "0x1x1"], "three positive integers"),
+        (["match", "--op", CK, "--shape", "0x1x1"], "M=0 is out of range"),
+        (["match", "--op", CK, "--shape", "1x1x" + "9" * 400], "is out of range"),
+        (["match", "--op", "k" * 5000], "at most 4096 characters"),
+        (["match", "--op", CK, "--target-gen", "gfx9999"], "target generation: unknown GPU generation"),
         (["show", "no_such_card"], "unknown card 'no_such_card'"),
         (["show", "flydsl_fp8_blockscale_gemm", "--section", "nonsense"], "has no section"),
         (["list", "--limit", "0"], "limit must be between"),

@@ -104,7 +104,8 @@ def _site_snapshot(site: Path) -> set[str]:
 def test_wheel_embeds_every_card_and_kernel_file_under_skill_kernels(built):
     names = set(zipfile.ZipFile(built["wheel"]).namelist())
     tops = {n.split("/")[0] for n in names}
-    assert tops == {"skill_server", "verifiers", "skill_kernels", "gpu_skill_server-0.1.0.dist-info"}, tops
+    assert tops == {"skill_server", "verifiers", "trace_readers", "skill_kernels",
+                    "gpu_skill_server-0.1.0.dist-info"}, tops
     assert "kernels" not in tops and "skills" not in tops  # never a top-level `kernels` package
     shipped = [f for f in _source_files() if f.parts[0] in ("kernels", "skills")]
     assert len(shipped) > 10

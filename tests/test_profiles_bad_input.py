@@ -85,9 +85,19 @@ def test_empty_input(text: str) -> None:
     assert "empty" in str(error_of(content=text))
 
 
-def test_unrecognised_csv_says_what_is_accepted() -> None:
-    err = error_of(content='"Domain","Function","Process_Id","Thread_Id","Correlation_Id"\n"HIP","hipMalloc",1,1,1\n')
+def test_unrecognised_csv_says_what_is_accepted_without_echoing_it() -> None:
+    err = error_of(content='"user","secret-token","x"\n"a","b",1\n')
     assert "unrecognised profile" in str(err) and "kernel_trace.csv" in err.expected and err.line == 1
+    assert "secret-token" not in str(err)  # the input may be any file the caller can name
+
+
+@pytest.mark.parametrize("header, needle", [
+    ('"Domain","Function","Process_Id","Thread_Id","Correlation_Id"', "API trace"),
+    ('"Correlation_Id","Dispatch_Id","Kernel_Name","Counter_Name","Counter_Value"', "counter_collection.csv"),
+])
+def test_other_rocprofv3_csv_files_name_the_file_to_pass(header: str, needle: str) -> None:
+    err = error_of(content=header + "\n")
+    assert needle in str(err) and "kernel_trace.csv" in str(err)
 
 
 def test_error_carries_structured_fields() -> None:
@@ -197,11 +207,12 @@ def test_truncated_json_names_line_and_column(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text, needle", [
-    ("[1, 2", "looks truncated"),
+    ('[{"ph": "X"}, {"ph": "X"', "looks truncated"),
+    ("[1, 2", "event is a int"),
     ("[[1]]", "event is a list"),
     ('{"events": []}', "no traceEvents key"),
-    ('{"rocprofiler-sdk-tool": []}', "--output-format csv"),
-    ('{"traceEvents": {}}', "traceEvents is a dict"),
+    ('{"rocprofiler-sdk-tool": []}', "no kernel dispatch records"),
+    ('{"traceEvents": {}}', "traceEvents is not a list"),
     ('{"traceEvents": []}', "no device kernels"),
     ("[]", "no device kernels"),
 ])
@@ -307,3 +318,61 @@ def test_json_with_wrong_shapes_of_args_does_not_crash() -> None:
             ev["args"]["External id"] = "x"
     s = load_profile(content=json.dumps(doc))
     assert all(h.hotspot.shape is None for h in s.hotspots)
+
+
+# ---- new inputs: binary formats, stdin, event order --------------------------------------------
+
+def test_binary_profiles_name_the_converter() -> None:
+    pftrace = b"\x0a\x8d\x02\x12\x0a\x10" + bytes(range(200))  # a Perfetto trace starts with a protobuf field
+    for data in (pftrace, b"PK\x03\x04" + b"\x00" * 100, gzip.compress(pftrace)):
+        err = error_of(content=data)
+        assert "rocpd convert" in str(err) and "--output-format csv" in str(err)
+        assert "\n" not in str(err)
+
+
+def test_events_out_of_order_read_like_the_ordered_trace() -> None:
+    doc = json.loads(ROCM.read_text())
+    ordered = load_profile(content=json.dumps(doc), top=100)
+    shuffled = dict(doc, traceEvents=random.Random(3).sample(doc["traceEvents"], len(doc["traceEvents"])))
+    out_of_order = load_profile(content=json.dumps(shuffled), top=100)
+    key = lambda s: sorted((h.full_name, h.calls, h.total_ns, str(h.hotspot.shape), h.hotspot.label,  # noqa: E731
+                            tuple(sorted(h.hotspot.segment_kernels))) for h in s.hotspots)
+    assert key(out_of_order) == key(ordered)
+    rows = TRACE.read_text().splitlines()
+    mixed = "\n".join([rows[0], *random.Random(4).sample(rows[1:], len(rows) - 1)]) + "\n"
+    a, b = load_profile(TRACE, top=100), load_profile(content=mixed, top=100)
+    assert {h.hotspot.op_name: h.hotspot.segment_kernels for h in a.hotspots} == \
+        {h.hotspot.op_name: h.hotspot.segment_kernels for h in b.hotspots}
+
+
+@pytest.mark.parametrize("payload, needle", [
+    (lambda: gzip.compress(ROCM.read_bytes()), None),  # gzip on stdin reads like the file
+    (lambda: gzip.compress(ROCM.read_bytes())[:3000], "gzip stream is corrupt or truncated"),
+    (lambda: b"\x00\x01binary", "cannot read"),
+    (lambda: b"", "empty"),
+])
+def test_stdin_takes_bytes_and_bad_input_is_one_line(payload, needle, capsys, monkeypatch) -> None:
+    import io
+    import sys
+
+    from skill_server.cli import main
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(payload())))
+    rc = main(["match-profile", "-", "--gen", "gfx950", "--json"])
+    out, err = capsys.readouterr()
+    if needle is None:
+        assert rc == 0 and json.loads(out)["format"] == "torch_trace"
+    else:
+        assert rc == 2 and needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_stdin_over_the_limit_is_not_read_whole(capsys, monkeypatch) -> None:
+    import io
+    import sys
+
+    from skill_server.cli import main
+
+    stream = io.BytesIO(b"x" * 5000)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(stream))
+    assert main(["match-profile", "-", "--max-bytes", "1000"]) == 2
+    assert stream.tell() <= 1001 and "limit of 1000 bytes" in capsys.readouterr().err

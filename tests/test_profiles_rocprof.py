@@ -105,7 +105,7 @@ def test_trace_segments_stay_on_their_queue(trace: ProfileSummary) -> None:
 
 def test_trace_has_no_shape_or_scope_information(trace: ProfileSummary) -> None:
     ck = by_name(trace)[CK]
-    assert ck.hotspot.shape is None and ck.shape_variants == [] and ck.launch_ops == []
+    assert ck.hotspot.shape is None and ck.variants == [] and ck.launch_ops == []
     assert ck.hotspot.model_dump(exclude_none=True).keys() == {"op_name", "segment_kernels", "pct_gpu"}
 
 
@@ -190,3 +190,32 @@ def test_format_can_be_forced_by_name_or_alias() -> None:
     assert load_profile(TRACE, format="rocprofv3_kernel_trace").format == "rocprofv3_kernel_trace"
     assert load_profile(STATS, format="kernel_stats").format == "rocprofv3_kernel_stats"
     assert load_profile(content=TRACE.read_bytes(), format="Kernel-Trace").total_gpu_time_ns == TOTAL_NS
+
+
+# ---- the block fast paths read exactly what the csv module reads ---------------------------------
+
+@pytest.mark.parametrize("block_chars", [64, 700, 1 << 20])
+def test_fast_paths_agree_with_the_csv_module(monkeypatch, block_chars) -> None:
+    import csv
+    import io
+    import random
+
+    from profile_support import kernel_trace_csv
+    import trace_readers.rocprof_csv as rocprof_csv
+    from trace_readers import read_trace
+
+    rng = random.Random(block_chars)
+    names = ["void ck::gemm<ck::Tuple<int, float>, 256>(ck::Argument)", 'k_with_"quote"', "plain_triton_kernel",
+             "_ZN5aiter3fooE.kd", "multi\nline<int, 2>"]
+    text = kernel_trace_csv([(rng.choice(names), 1000 + rng.randrange(5000)) for _ in range(300)])
+    rows = text.splitlines(keepends=True)
+    rows.insert(40, '"MEMORY_COPY","Agent 4",1,1,3071,0,0,,0,1,2,0,0,0,0,0,0,0,0,0,0,0,0\r\n')  # another kind
+    text = "".join(rows)
+    monkeypatch.setattr(rocprof_csv, "_BLOCK_CHARS", block_chars)
+    got = read_trace(content=text)
+    ref = [r for r in csv.DictReader(io.StringIO(text, newline="")) if r["Kind"] == "KERNEL_DISPATCH"]
+    assert [d.name for d in got.dispatches] == [r["Kernel_Name"] for r in ref]
+    assert [(d.start_ns, d.end_ns, d.correlation_id, d.dispatch_id) for d in got.dispatches] == [
+        (int(r["Start_Timestamp"]), int(r["End_Timestamp"]), int(r["Correlation_Id"]), int(r["Dispatch_Id"])) for r in ref]
+    assert {d.lane for d in got.dispatches} == {("Agent 4", "1", "1")}
+    assert {d.resources.vgpr_count for d in got.dispatches} == {128} and got.skipped == {"MEMORY_COPY": 1}

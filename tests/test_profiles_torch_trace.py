@@ -58,8 +58,8 @@ def test_memcpy_is_skipped_and_not_gpu_kernel_time(rocm: ProfileSummary) -> None
 
 
 def test_device_name_gives_the_generation(rocm: ProfileSummary) -> None:
-    assert rocm.device_names == ["AMD Instinct MI355X"]
-    assert {h.hotspot.gen for h in rocm.hotspots} == {"MI355X"}
+    assert rocm.device_names == ["AMD Instinct MI355X"] and rocm.device_gen == "gfx950"
+    assert {h.hotspot.gen for h in rocm.hotspots} == {"gfx950"}
 
 
 def test_shape_and_dtype_come_from_the_op_linked_by_external_id(rocm: ProfileSummary) -> None:
@@ -91,14 +91,15 @@ def test_kernel_linked_by_ac2g_flow_only_finds_its_op(rocm: ProfileSummary) -> N
 def test_a_kernel_at_several_shapes_lists_them_and_splits_on_request(rocm: ProfileSummary) -> None:
     blas = find(rocm, HIPBLASLT)
     assert blas.hotspot.shape is None  # ambiguous: never pick one silently
-    assert [(str(v.shape), v.calls, v.total_ns, v.source_op) for v in blas.shape_variants] == [
+    assert [(str(v.shape), v.calls, v.total_ns, v.source_op) for v in blas.variants] == [
         ("8192x7168x2048", 1, 58_000, "aten::addmm"), ("4096x7168x2048", 1, 30_000, "aten::addmm")]
-    split = blas.per_shape()
+    assert blas.unplaced_calls == 0
+    split = blas.per_variant(rocm.total_gpu_time_ns)
     assert [h.shape for h in split] == [GemmShape(M=8192, N=7168, K=2048), GemmShape(M=4096, N=7168, K=2048)]
     assert sum(h.pct_gpu for h in split) == pytest.approx(blas.hotspot.pct_gpu, abs=1e-3)
     assert all(h.op_name == HIPBLASLT and h.dtype == "bf16" for h in split)
     single = find(rocm, CK, "aiter::gemm_a8w8_blockscale")
-    assert single.per_shape() == [single.hotspot]
+    assert single.per_variant(rocm.total_gpu_time_ns) == [single.hotspot]
 
 
 def test_moe_segment_is_every_kernel_of_the_module_scope(rocm: ProfileSummary) -> None:
@@ -240,9 +241,11 @@ def one_kernel_trace(device: str, op: str = "aten::mm", types: list[str] | None 
 
 
 @pytest.mark.parametrize("device, gen", [
-    ("NVIDIA H200", "H200"),
-    ("AMD Instinct MI300X", "MI300X"),
+    ("NVIDIA H200", "sm_90"),
+    ("AMD Instinct MI300X", "gfx942"),
     ("AMD Radeon Graphics gfx950", "gfx950"),
+    ("AMD Instinct MI355X", "gfx950"),
+    ("gfx950:sramecc+:xnack-", "gfx950"),
     ("NVIDIA GeForce RTX 4090", None),
 ])
 def test_generation_from_the_device_name(device: str, gen: str | None) -> None:
@@ -264,8 +267,9 @@ def test_every_fixture_hotspot_is_accepted_by_the_matcher() -> None:
 
     index = Catalog.load(Path(__file__).resolve().parents[1] / "skills").index
     for name in ("torch_rocm_trace.json", "rocprofv3_kernel_trace.csv", "rocprofv3_kernel_stats.csv"):
-        for ph in load_profile(FIXTURES / name, top=100).hotspots:
-            for hotspot in ph.per_shape():
+        summary = load_profile(FIXTURES / name, top=100)
+        for ph in summary.hotspots:
+            for hotspot in ph.per_variant(summary.total_gpu_time_ns):
                 match_hotspot(hotspot, index)  # raises MatchInputError on an unknown gen/dtype
 
 
@@ -282,5 +286,8 @@ def test_profile_evidence_lets_the_matcher_pick_the_blockscale_card(rocm: Profil
     index = Catalog.load(Path(__file__).resolve().parents[1] / "skills").index
     qkv = match_hotspot(find(rocm, CK, "aiter::gemm_a8w8_blockscale").hotspot, index)
     assert [m.card_id for m in qkv.matches] == ["flydsl_fp8_blockscale_gemm"]
-    moe2 = match_hotspot(find(rocm, MOE2).hotspot, index)
-    assert [m.card_id for m in moe2.matches] == ["flydsl_prefill_moe_stage2_fp8partial"]
+    moe2 = find(rocm, MOE2).hotspot
+    assert moe2.stage == "stage2" and "moe2" in moe2.stage_basis  # the kernel's name states it
+    assert [a.card_id for a in match_hotspot(moe2, index).abstained] == ["flydsl_prefill_moe_stage2_fp8partial"]
+    prefill = match_hotspot(moe2.model_copy(update={"regime": "prefill"}), index)  # no shape: regime must be given
+    assert [m.card_id for m in prefill.matches] == ["flydsl_prefill_moe_stage2_fp8partial"]

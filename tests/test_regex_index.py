@@ -30,10 +30,34 @@ def random_name(rng: random.Random) -> str:
 
 
 class FakeCard:
-    def __init__(self, pattern):
+    def __init__(self, pattern, alternatives=()):
+        from skill_server.cards import ProfileSignature
+
         from types import SimpleNamespace
 
-        self.match = SimpleNamespace(profile_signature=SimpleNamespace(op_name_regex=pattern), operator=["dense_gemm"])
+        sig = ProfileSignature(op_name_regex=pattern, alternatives=list(alternatives))
+        self.match = SimpleNamespace(profile_signature=sig, operator=["dense_gemm"])
+
+
+class Counting:
+    """A compiled regex that counts its searches."""
+
+    def __init__(self, pattern: str) -> None:
+        self.rx, self.calls = re.compile(pattern, re.IGNORECASE), 0
+
+    def search(self, text: str):
+        self.calls += 1
+        return self.rx.search(text)
+
+
+class CountingList(list):
+    def __init__(self, items) -> None:
+        super().__init__(items)
+        self.iterations = 0
+
+    def __iter__(self):
+        self.iterations += 1
+        return super().__iter__()
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -53,3 +77,44 @@ def test_required_literals_examples():
     assert required_literals("ab?cdef") == [["a", "cdef"]]
     assert required_literals("[abc]def|gh") is None  # 'gh' is too short to index: always run
     assert required_literals("gemm_(x|y)") == [["gemm_"]]
+
+
+def test_alternatives_are_indexed_like_the_main_signature():
+    index = CardIndex([FakeCard("kernel_gemm_xdl.*blockscale", ["a8w8_blockscale", "aten::_scaled_mm"])])
+    assert index.candidates("a8w8_blockscale_bpreshuffle_1x128x128_256x64", []) == [0]
+    assert index.candidates("nvjet_sm90_qqtst", [], launch_op="aten::_scaled_mm_v2") == [0]
+    assert index.candidates("nvjet_sm90_qqtst", []) == []
+
+
+def test_each_pattern_runs_at_most_once_per_name_however_often_its_literal_occurs():
+    """A 4 KB name repeating a card's key literal used to re-check the pattern at every hit
+    (40 s for a 292 KB name); now literal checks and regex runs are once per pattern and name."""
+    from skill_server.hotspot import Hotspot
+    from skill_server.matching import Query, evaluate_card
+    from skill_server.vocabulary import vocabulary
+
+    from skill_server.cards import Card
+
+    # keyed on "kernel_gemm_xdl" / "kernel_gemm_xdl_": 255 hits each in the name below
+    matching, failing = "kernel_gemm_xdl.*blockscale", "kernel_gemm_xdl_[0-9]+never"
+    cards = [Card.model_validate({
+        "id": f"c{i}", "title": "t", "kind": "expert_skill", "scope": "kernel", "role": "advisory_prior",
+        "match": {"operator": ["dense_gemm"], "gens": ["gfx950"], "dtypes": ["fp8_e4m3"], "regimes": ["prefill"],
+                  "profile_signature": {"op_name_regex": p}},
+        "expects": {"isolated_speedup_min": 1.05, "parity": "required"},
+        "validation": {"status": "draft", "last_verified": "never", "gpu": "x"}}) for i, p in enumerate((matching, failing))]
+    index = CardIndex(cards)
+    counters = {p: Counting(p) for p in (matching, failing)}
+    index._compiled.update(counters)
+    lists = {p: CountingList(index._branches[p]) for p in (matching, failing)}
+    index._branches.update(lists)
+    name = ("kernel_gemm_xdl_" * 255)[:4080] + "blockscale"
+    hotspot = Hotspot(op_name=name, launch_op="aiter::kernel_gemm_xdl_thing")
+    query = Query.of(hotspot, vocabulary(), index)
+    assert set(query.hits) == {matching}
+    for card in cards:  # the cards reuse the query's verdicts: no regex runs again
+        evaluate_card(card, hotspot, index, vocabulary(), query)
+    assert index._by_literal["kernel_gemm_xdl"] == [matching] and index._by_literal["kernel_gemm_xdl_"] == [failing]
+    assert counters[matching].calls == 1  # matched the op name; the launch op lacks "blockscale"
+    assert counters[failing].calls == 0  # "never" is in neither name: the regex never runs
+    assert lists[matching].iterations == 2 and lists[failing].iterations == 2  # one literal check per name

@@ -7,8 +7,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from skill_server.hotspot import GemmShape, Hotspot
 
-ProfileFormat = Literal["rocprofv3_kernel_trace", "rocprofv3_kernel_stats", "torch_trace"]
-PROFILE_FORMATS: tuple[str, ...] = ("rocprofv3_kernel_trace", "rocprofv3_kernel_stats", "torch_trace")
+ProfileFormat = Literal["rocprofv3_kernel_trace", "rocprofv3_kernel_stats", "rocprofv3_json", "rocpd", "torch_trace"]
+PROFILE_FORMATS: tuple[str, ...] = ("rocprofv3_kernel_trace", "rocprofv3_kernel_stats", "rocprofv3_json", "rocpd",
+                                    "torch_trace")
 
 
 class KernelResources(BaseModel):
@@ -29,18 +30,20 @@ class KernelResources(BaseModel):
     workgroup_size: list[int] | None = Field(None, description="workgroup (block) size x, y, z of the first dispatch")
 
 
-class ShapeVariant(BaseModel):
-    """One GEMM shape a kernel ran at, from the launching CPU op's inputs (torch traces)."""
+class KernelVariant(BaseModel):
+    """Dispatches of one kernel that share a GEMM shape, launching op and MoE stage."""
 
     model_config = ConfigDict(extra="forbid")
 
-    shape: GemmShape
+    shape: GemmShape | None = None
+    stage: Literal["stage1", "stage2"] | None = None
+    stage_basis: str | None = Field(None, description="how the stage was found")
     calls: int = Field(ge=1)
     total_ns: int = Field(ge=0)
-    pct_gpu: float = Field(ge=0.0, le=100.0, description="this shape's share of all GPU kernel time")
-    source_op: str = Field(description="the CPU op whose input dims gave the shape, e.g. aten::addmm")
+    pct_gpu: float = Field(ge=0.0, le=100.0, description="this variant's share of all GPU kernel time")
+    source_op: str | None = Field(None, description="the CPU op whose inputs gave the shape, e.g. aten::addmm")
     dtype: str | None = Field(None, description="first operand dtype, normalised (e.g. fp8_e4m3)")
-    scale_format: str | None = Field(None, description="operand scale format read from the scale tensors' dims")
+    scale_format: str | None = Field(None, description="operand scale format read from the op's scale arguments")
 
 
 class LaunchOp(BaseModel):
@@ -53,6 +56,7 @@ class LaunchOp(BaseModel):
     calls: int = Field(ge=1)
     input_dims: list[Any] | None = None
     input_types: list[str] | None = None
+    concrete_inputs: list[Any] | None = None
 
 
 class ProfiledHotspot(BaseModel):
@@ -72,27 +76,32 @@ class ProfiledHotspot(BaseModel):
     resources: KernelResources | None = None
     launch_ops: list[LaunchOp] = Field(default_factory=list, description="torch traces: innermost launching CPU ops, most calls first")
     scopes: list[str] = Field(default_factory=list, description="torch traces: names of the segment scopes it ran in")
-    shape_variants: list[ShapeVariant] = Field(
+    variants: list[KernelVariant] = Field(
         default_factory=list,
-        description="every GEMM shape seen; hotspot.shape is set only when there is exactly one",
+        description="every (GEMM shape, MoE stage) the kernel ran at; hotspot.shape / hotspot.stage are set only "
+        "when there is exactly one",
     )
+    unplaced_calls: int = Field(0, ge=0, description="dispatches in no variant (no shape and no stage known)")
+    unplaced_ns: int = Field(0, ge=0)
     segment_known: bool = Field(description="False when the format has no ordering or scope (kernel_stats.csv)")
 
-    def per_shape(self) -> list[Hotspot]:
-        """One hotspot per shape variant, each with that variant's share of GPU time.
-
-        Use when ``hotspot.shape`` is None because the kernel ran at several shapes: the
-        cards pick recipes by shape, so each shape deserves its own match. Dispatches whose
-        shape is unknown are in no variant, so the shares can sum to less than the kernel's."""
-        if not self.shape_variants:
+    def per_variant(self, total_gpu_ns: int) -> list[Hotspot]:
+        """One hotspot per variant when the kernel ran at several shapes or in both MoE
+        stages (the cards pick recipes by shape and stage, so each deserves its own match),
+        plus one for the dispatches no variant placed. Otherwise just ``hotspot``."""
+        if len(self.variants) < 2:
             return [self.hotspot]
-        return [
+        out = [
             self.hotspot.model_copy(update={
-                "shape": v.shape, "pct_gpu": v.pct_gpu,
+                "shape": v.shape, "stage": v.stage, "stage_basis": v.stage_basis, "pct_gpu": v.pct_gpu,
                 "dtype": v.dtype or self.hotspot.dtype, "scale_format": v.scale_format or self.hotspot.scale_format,
             })
-            for v in self.shape_variants
+            for v in self.variants
         ]
+        if self.unplaced_calls:
+            share = min(100.0, round(100.0 * self.unplaced_ns / total_gpu_ns, 4)) if total_gpu_ns else 0.0
+            out.append(self.hotspot.model_copy(update={"shape": None, "stage": None, "pct_gpu": share}))
+        return out
 
 
 class ProfileSummary(BaseModel):
@@ -109,5 +118,6 @@ class ProfileSummary(BaseModel):
     omitted_kernels: int = Field(0, ge=0, description="kernels left out by top / min_pct")
     skipped: dict[str, int] = Field(default_factory=dict, description="rows or events not counted as kernels, by kind")
     device_names: list[str] = Field(default_factory=list)
+    device_gen: str | None = Field(None, description="the generation the trace's device resolves to, e.g. gfx950")
     segment_rule: str = Field(description="how segment_kernels were formed for this format")
     notes: list[str] = Field(default_factory=list)

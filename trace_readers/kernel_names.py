@@ -6,11 +6,15 @@ often several kilobytes) or still mangled (hand-written assembly kernels, e.g.
 ``_ZN5aiter43fp8gemm_bf16_blockscale_BpreShuffle_128x128E.kd``). The short name keeps the
 qualified function name and drops the return type, template arguments and parameters:
 ``ck::kernel_gemm_xdl_cshuffle_v3_multi_d_blockscale_b_preshuffle``. Names that are not
-C++ (Triton, FlyDSL) pass through unchanged.
+C++ (Triton, FlyDSL) pass through unchanged. A trailing ``[clone .kd]`` (older rocprof
+tools append it to every kernel of ``results.stats.csv``) is dropped from the short name.
 """
 from __future__ import annotations
 
+import re
+
 MAX_SHORT_NAME = 160
+_CLONE_SUFFIX = re.compile(r"(?:\s*\[clone [^\[\]]*\])+\s*$")
 _OPEN = {"<": ">", "(": ")", "[": "]"}
 _CLOSE = {v: k for k, v in _OPEN.items()}
 
@@ -36,7 +40,7 @@ def demangle(name: str) -> str:
     Gives the qualified function name without parameters (``aiter::fp8gemm_...``). Anything
     richer (templates, substitutions, operators) is returned unchanged: the profilers
     already demangle those, and a half-demangled name would be worse than the raw one."""
-    base = name.split(".", 1)[0]  # ".kd" (kernel descriptor) and similar clone suffixes
+    base = strip_clone_suffix(name).split(".", 1)[0]  # ".kd" (kernel descriptor) and similar clone suffixes
     if not base.startswith("_Z") or len(base) < 4:
         return name
     s = base[2:]
@@ -132,9 +136,14 @@ def _after_return_type(text: str) -> str:
     return text[cut + 1:] if cut >= 0 else text
 
 
+def strip_clone_suffix(name: str) -> str:
+    """``foo(int) [clone .kd]`` -> ``foo(int)``: GCC-style clone markers are not part of the name."""
+    return _CLONE_SUFFIX.sub("", name) if name.endswith("]") else name
+
+
 def short_name(name: str) -> str:
     """A short, readable kernel name (see the module docstring); never empty."""
-    raw = name.strip()
+    raw = strip_clone_suffix(name.strip())
     if not raw:
         return name
     prefix = _mangled_prefix(raw)

@@ -5,34 +5,36 @@ import csv
 import math
 from collections.abc import Iterator, Sequence
 
-from skill_server.profiles.errors import ProfileError
-from skill_server.profiles.reading import READ_ERRORS, OpenedProfile, SizeLimitExceeded, read_error
+from trace_readers.errors import TraceReadError
+from trace_readers.source import READ_ERRORS, SizeLimitExceeded, Source, read_error
 
 
 class CsvTable:
     """A CSV with a header: rows come as (line number, {column: cell}); every read error,
-    short row and bad cell becomes a ProfileError naming the file and line."""
+    short row and bad cell becomes a TraceReadError naming the file and line."""
 
-    def __init__(self, opened: OpenedProfile, *, what: str) -> None:
+    def __init__(self, opened: Source, *, what: str) -> None:
         self.label = opened.label
         self.what = what
-        self._reader = opened.csv_reader()
+        self.lines = opened.lines()  # raw lines after the header, for readers with a fast path
+        self.reader = csv.reader(self.lines)
         try:
-            header = next(self._reader, None)
+            header = next(self.reader, None)
         except csv.Error as exc:
-            raise ProfileError(f"unreadable CSV header: {exc}", file=self.label, line=1) from None
+            raise TraceReadError(f"unreadable CSV header: {exc}", file=self.label, line=1) from None
         except READ_ERRORS + (SizeLimitExceeded,) as exc:
             raise read_error(exc, self.label, line=1) from None
         if not header:
-            raise ProfileError("empty file", file=self.label, expected=what)
+            raise TraceReadError("empty file", file=self.label, expected=what)
         self.header = [h.strip() for h in header]
-        self.header_line = self._reader.line_num
+        self.header_line = self.reader.line_num
 
     def require(self, columns: Sequence[str]) -> None:
         missing = [c for c in columns if c not in self.header]
         if missing:
-            raise ProfileError(
-                f"missing column(s) {', '.join(missing)}; the header has {', '.join(self.header[:30])}",
+            raise TraceReadError(
+                f"missing column(s) {', '.join(missing)}; the header has {len(self.header)} column(s)"
+                + (f" ({', '.join(h[:40] for h in self.header[:12])})" if all(len(h) < 40 for h in self.header[:12]) else ""),
                 file=self.label, line=self.header_line, expected=f"{self.what} with columns {', '.join(columns)}",
             )
 
@@ -46,7 +48,7 @@ class CsvTable:
     def rows(self) -> Iterator[tuple[int, list[str]]]:
         """(line number where the row starts, cells) per data row; blank lines are skipped."""
         width = len(self.header)
-        reader = self._reader
+        reader = self.reader
         while True:
             line = reader.line_num + 1
             try:
@@ -54,14 +56,14 @@ class CsvTable:
             except StopIteration:
                 return
             except csv.Error as exc:
-                raise ProfileError(f"malformed CSV ({exc}); the file may be truncated", file=self.label,
+                raise TraceReadError(f"malformed CSV ({exc}); the file may be truncated", file=self.label,
                                    line=line) from None
             except READ_ERRORS + (SizeLimitExceeded,) as exc:
                 raise read_error(exc, self.label, line=line) from None
             if len(row) != width:
                 if not row or (len(row) == 1 and not row[0].strip()):
                     continue  # blank line
-                raise ProfileError(
+                raise TraceReadError(
                     f"row has {len(row)} fields but the header has {width}"
                     + ("; the file looks truncated" if len(row) < width else ""),
                     file=self.label, line=line, expected=f"{width} comma-separated fields per row",
@@ -80,14 +82,14 @@ class CsvTable:
         if not text:
             if optional:
                 return None
-            raise ProfileError("empty cell", file=self.label, line=line, where=f"column {column}",
+            raise TraceReadError("empty cell", file=self.label, line=line, where=f"column {column}",
                                expected="a non-negative integer")
         number = _float(text)
         if number is None or not number.is_integer():
-            raise ProfileError(f"{text[:40]!r} is not an integer", file=self.label, line=line,
+            raise TraceReadError(f"{text[:40]!r} is not an integer", file=self.label, line=line,
                                where=f"column {column}", expected="a non-negative integer")
         if number < 0:
-            raise ProfileError(f"negative value {text[:40]}", file=self.label, line=line, where=f"column {column}",
+            raise TraceReadError(f"negative value {text[:40]}", file=self.label, line=line, where=f"column {column}",
                                expected="a non-negative integer")
         return int(number)
 
@@ -97,11 +99,11 @@ class CsvTable:
         if not text:
             if optional:
                 return None
-            raise ProfileError("empty cell", file=self.label, line=line, where=f"column {column}",
+            raise TraceReadError("empty cell", file=self.label, line=line, where=f"column {column}",
                                expected="a non-negative number")
         value = _float(text)
         if value is None or value < 0:
-            raise ProfileError(f"{text[:40]!r} is not a non-negative number", file=self.label, line=line,
+            raise TraceReadError(f"{text[:40]!r} is not a non-negative number", file=self.label, line=line,
                                where=f"column {column}", expected="a non-negative number")
         return value
 

@@ -1,0 +1,295 @@
+"""From per-dispatch columns to kernels ranked by share of GPU time (format independent).
+
+Segments. A segment is the set of kernels that together implement one operation (the
+MoE card scores "GEMM + reduce kernel" as one segment):
+- torch traces: one instance of the launching scope (``LaunchContext.scope``); kernels
+  sharing a scope instance are one segment;
+- kernel traces (CSV, JSON, rocpd): no scopes, so each dispatch is paired with its
+  neighbours in start order on the same lane (agent, queue, stream): up to
+  ``SEGMENT_WINDOW`` kernels either side, walking outward only while the idle gap between
+  consecutive kernels is at most ``SEGMENT_MAX_GAP_NS`` (a longer gap means the host
+  stepped in, e.g. a sync, so the run of kernels ended);
+- kernel stats: none.
+A kernel's ``mates`` are the other kernels it shared a segment with, over all its
+dispatches, most frequent first (then earliest first, so event order does not matter).
+
+``ordered_runs`` gives the same units as ordered lists of dispatch indexes (a scope
+instance, or a lane's run between idle gaps), for callers that read launch sequences.
+
+Variants. Each dispatch may carry a GEMM (from its launching op, ``gemm_ops``) and a
+stage tag given by the caller; a kernel's dispatches are grouped by (GEMM, source op,
+stage) so one kernel name that ran at several shapes or in both MoE stages is not one
+indistinct hotspot.
+
+Everything per dispatch runs as ``map`` / ``zip`` / ``Counter`` over the columns (C loops):
+a 1 M-dispatch trace aggregates in about a second on a slow 2-core box.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Hashable, Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import accumulate, compress, repeat
+from operator import and_, gt, le, ne, sub
+from typing import Any
+
+from trace_readers.errors import TraceReadError
+from trace_readers.gemm_ops import OpGemm, op_gemm
+from trace_readers.records import OpCall, Trace
+
+SEGMENT_WINDOW = 2  # the pair counting below is written for 2
+SEGMENT_MAX_GAP_NS = 20_000
+WINDOW_RULE = (
+    f"kernel trace: the kernels within {SEGMENT_WINDOW} dispatches before/after on the same agent/queue/stream "
+    f"in start order, stopping at an idle gap over {SEGMENT_MAX_GAP_NS} ns"
+)
+NO_SEGMENT_RULE = "kernel stats: none (the file has no dispatch order or scope)"
+_MAX_KEYS = ("vgpr_count", "accum_vgpr_count", "sgpr_count", "registers_per_thread", "scratch_bytes", "lds_bytes")
+
+
+@dataclass
+class Variant:
+    """Dispatches of one kernel that share a GEMM, launching op and stage."""
+
+    gemm: OpGemm | None
+    source_op: str | None
+    stage: str | None
+    calls: int = 0
+    total_ns: int = 0
+
+
+@dataclass
+class KernelSummary:
+    name: str
+    first: int  # order of first appearance
+    first_ns: int | None = None  # earliest start: the tie-breaker that does not depend on event order
+    calls: int = 0
+    total_ns: int = 0
+    min_ns: int | None = None
+    max_ns: int | None = None
+    resources: dict[str, Any] = field(default_factory=dict)  # max over dispatches; first workgroup size
+    variants: list[Variant] = field(default_factory=list)
+    launch_ops: list[tuple[OpCall, int]] = field(default_factory=list)  # (op, calls), most calls first
+    scopes: Counter = field(default_factory=Counter)  # scope name -> dispatches
+    mates: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Profile:
+    """A trace aggregated by full kernel name, ranked by total time."""
+
+    trace: Trace
+    total_ns: int
+    dispatch_count: int
+    kernels: list[KernelSummary]
+    segment_known: bool
+    segment_rule: str
+
+
+def _grouped(keys: Sequence[Hashable]) -> dict[Hashable, list[int]]:
+    groups: dict[Hashable, list[int]] = defaultdict(list)
+    for i, key in enumerate(keys):
+        groups[key].append(i)
+    return groups
+
+
+def _index(trace: Trace) -> tuple[dict[str, list[int]], dict[Hashable, list[int]]]:
+    """Dispatch indexes per kernel name and per lane (lanes in start order, input order
+    breaking ties), in one pass over the columns; computed once per trace."""
+    cached = trace.cache.get("index")
+    if cached is not None:
+        return cached
+    by_name: dict[str, list[int]] = defaultdict(list)
+    by_lane: dict[Hashable, list[int]] = defaultdict(list)
+    for i, (name, lane) in enumerate(zip(trace.columns.name, trace.columns.lane)):
+        by_name[name].append(i)
+        by_lane[lane].append(i)
+    starts = trace.columns.start_ns
+    for idx in by_lane.values():
+        s = list(map(starts.__getitem__, idx))
+        if not all(map(le, s, s[1:])):
+            idx.sort(key=lambda i: (starts[i], i))
+    trace.cache["index"] = (by_name, by_lane)
+    return by_name, by_lane
+
+
+def lanes(trace: Trace) -> dict[Hashable, list[int]]:
+    """Dispatch indexes per lane, in start order (input order breaks ties)."""
+    return _index(trace)[1]
+
+
+def has_scopes(trace: Trace) -> bool:
+    launch = trace.columns.launch
+    return launch is not None and any(lc is not None for lc in launch)
+
+
+def ordered_runs(trace: Trace, max_gap_ns: int = SEGMENT_MAX_GAP_NS) -> Iterator[list[int]]:
+    """Launch sequences as dispatch indexes: per scope instance (torch traces), else per
+    lane run between idle gaps longer than ``max_gap_ns``."""
+    for idx, ids in run_ids(trace, max_gap_ns):
+        cut = 0
+        for k in compress(range(1, len(ids)), map(ne, ids[1:], ids)):
+            yield idx[cut:k]
+            cut = k
+        yield idx[cut:]
+
+
+def run_ids(trace: Trace, max_gap_ns: int = SEGMENT_MAX_GAP_NS) -> Iterator[tuple[list[int], list[int]]]:
+    """The same sequences in bulk: per scope instance or lane, its dispatch indexes in order
+    and the run number of each (scopes are one run; a lane starts a new one at every idle gap
+    longer than ``max_gap_ns``). Counted in C, for callers that visit only some dispatches."""
+    c = trace.columns
+    if has_scopes(trace):
+        scopes = [lc.scope if lc is not None else None for lc in c.launch]
+        for scope, idx in _grouped(scopes).items():
+            if scope is not None:
+                s = list(map(c.start_ns.__getitem__, idx))
+                if not all(map(le, s, s[1:])):
+                    idx.sort(key=lambda i: (c.start_ns[i], i))
+                yield idx, [0] * len(idx)
+        return
+    for idx in lanes(trace).values():
+        s = list(map(c.start_ns.__getitem__, idx))
+        e = list(map(c.end_ns.__getitem__, idx))
+        yield idx, list(accumulate(map(gt, map(sub, s[1:], e), repeat(max_gap_ns)), initial=0))
+
+
+def _window_mates(trace: Trace) -> dict[str, Counter]:
+    c = trace.columns
+    pairs: Counter = Counter()
+    for idx in lanes(trace).values():
+        names = list(map(c.name.__getitem__, idx))
+        starts = list(map(c.start_ns.__getitem__, idx))
+        ends = list(map(c.end_ns.__getitem__, idx))
+        linked = list(map(le, map(sub, starts[1:], ends), repeat(SEGMENT_MAX_GAP_NS)))
+        pairs.update(compress(zip(names, names[1:]), linked))
+        pairs.update(compress(zip(names, names[2:]), map(and_, linked, linked[1:])))
+    mates: dict[str, Counter] = {}
+    for (a, b), n in pairs.items():
+        if a != b:
+            mates.setdefault(a, Counter())[b] += n
+            mates.setdefault(b, Counter())[a] += n
+    return mates
+
+
+def _scope_mates(trace: Trace) -> dict[str, Counter]:
+    members: dict[Hashable, dict[str, None]] = {}
+    for name, lc in zip(trace.columns.name, trace.columns.launch):
+        if lc is not None and lc.scope is not None:
+            members.setdefault(lc.scope, {})[name] = None
+    mates: dict[str, Counter] = {}
+    for names in members.values():
+        if len(names) < 2:
+            continue
+        for name in names:
+            counter = mates.setdefault(name, Counter())
+            for other in names:
+                if other != name:
+                    counter[other] += 1
+    return mates
+
+
+def aggregate(trace: Trace, stages: Sequence[str | None] | None = None) -> Profile:
+    """Aggregate by full kernel name and rank by total time. ``stages[i]`` tags dispatch
+    ``i`` (e.g. the MoE stage a caller inferred); tagged dispatches form their own variants."""
+    c = trace.columns
+    n = len(c)
+    if stages is not None and len(stages) != n:
+        raise ValueError("stages must tag every dispatch")
+    durs = list(map(sub, c.end_ns, c.start_ns))
+    kernels: dict[str, KernelSummary] = {}
+    for first, (name, idx) in enumerate(_index(trace)[0].items()):
+        d = list(map(durs.__getitem__, idx))
+        k = kernels[name] = KernelSummary(name, first=first, first_ns=min(map(c.start_ns.__getitem__, idx)),
+                                          calls=len(idx), total_ns=sum(d), min_ns=min(d), max_ns=max(d))
+        for res in dict.fromkeys(map(c.resources.__getitem__, idx)):  # distinct, first dispatch first
+            if res is not None:
+                _merge_resources(k.resources, res)
+        if c.launch is not None or stages is not None:
+            _variants(k, idx, durs, c.launch, stages)
+    for t in trace.totals:
+        k = kernels.get(t.name)
+        if k is None:
+            k = kernels[t.name] = KernelSummary(t.name, first=len(kernels))
+        k.calls += t.calls
+        k.total_ns += t.total_ns
+        if t.min_ns is not None:
+            k.min_ns = t.min_ns if k.min_ns is None else min(k.min_ns, t.min_ns)
+        if t.max_ns is not None:
+            k.max_ns = t.max_ns if k.max_ns is None else max(k.max_ns, t.max_ns)
+    if not kernels:
+        raise TraceReadError("no kernels found", file=trace.source, expected="at least one GPU kernel dispatch")
+    grand = sum(k.total_ns for k in kernels.values())
+    if grand <= 0:
+        raise TraceReadError("every kernel has zero duration, so no share of GPU time can be computed",
+                             file=trace.source, expected="kernel durations in ns greater than zero")
+    segment_known = n > 0
+    if not segment_known:
+        rule, mates = NO_SEGMENT_RULE, {}
+    elif has_scopes(trace):
+        rule, mates = trace.segment_rule, _scope_mates(trace)
+    else:
+        rule, mates = WINDOW_RULE, _window_mates(trace)
+    for name, k in kernels.items():
+        counter = mates.get(name)
+        if counter:
+            k.mates = sorted(counter, key=lambda m: (-counter[m], kernels[m].first_ns or 0, m))
+    ranked = sorted(kernels.values(), key=lambda k: (-k.total_ns, k.name))
+    return Profile(trace=trace, total_ns=grand, dispatch_count=sum(k.calls for k in kernels.values()),
+                   kernels=ranked, segment_known=segment_known, segment_rule=rule)
+
+
+def _stage_variants(k: KernelSummary, idx: list[int], durs: list[int], stages: Sequence[str | None]) -> None:
+    """No launch context (kernel traces): variants by stage only, counted in C."""
+    tags = list(map(stages.__getitem__, idx))
+    distinct = set(tags) - {None}
+    if not distinct:
+        return
+    d = list(map(durs.__getitem__, idx))
+    variants = [Variant(None, None, stage, tags.count(stage), sum(compress(d, map(stage.__eq__, tags))))
+                for stage in distinct]
+    k.variants = sorted(variants, key=lambda v: (-v.total_ns, v.stage or ""))
+
+
+def _variants(k: KernelSummary, idx: list[int], durs: list[int], launch, stages) -> None:
+    if launch is None:
+        _stage_variants(k, idx, durs, stages)
+        return
+    gemms: dict[tuple, OpGemm | None] = {}
+    variants: dict[tuple, Variant] = {}
+    ops: dict[int, list] = {}
+    for i in idx:
+        lc = launch[i] if launch is not None else None
+        op = lc.op if lc is not None else None
+        stage = stages[i] if stages is not None else None
+        if op is not None or stage is not None:
+            gkey = (id(op), stage)
+            gemm = gemms[gkey] if gkey in gemms else gemms.setdefault(gkey, op_gemm(op, stage))
+            vkey = (gemm, op.name if gemm is not None and op is not None else None, stage)
+            v = variants.get(vkey)
+            if v is None:
+                v = variants[vkey] = Variant(gemm, vkey[1], stage)
+            v.calls += 1
+            v.total_ns += durs[i]
+        if op is not None:
+            slot = ops.get(id(op))
+            if slot is None:
+                ops[id(op)] = [op, 1]
+            else:
+                slot[1] += 1
+        if lc is not None and lc.scope_name:
+            k.scopes[lc.scope_name] += 1
+    k.variants = sorted((v for v in variants.values() if v.gemm is not None or v.stage is not None),
+                        key=lambda v: (-v.total_ns, str(v.gemm), v.source_op or "", v.stage or ""))
+    k.launch_ops = [(op, n) for op, n in sorted(ops.values(), key=lambda s: (-s[1], s[0].name))]
+
+
+def _merge_resources(into: dict[str, Any], res: Any) -> None:
+    for key in _MAX_KEYS:
+        value = getattr(res, key)
+        if value is not None:
+            old = into.get(key)
+            into[key] = value if old is None else max(old, value)
+    value = res.workgroup_size
+    if value is not None and "workgroup_size" not in into:
+        into["workgroup_size"] = list(value)
