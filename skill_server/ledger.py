@@ -154,12 +154,8 @@ class Ledger:
         if key.key_id in registered:
             self._key_known = key.key_id
             return None
-        if registered and getattr(self.store, "shared", False):
-            raise LedgerError(
-                f"nothing written: the shared ledger {self.location} is signed with the fleet key "
-                f"{', '.join(registered)}, and this server's key {key.path} is another ({key.key_id}): install the "
-                "fleet's key file here (the same file on every server), or, when rotating keys on purpose, "
-                "register this one with `skill-server ledger-key --register`")
+        if self._foreign_key(key, registered):
+            raise LedgerError("nothing written: " + self._foreign_key_message(key, registered))
         return KeyRegistration(key_id=key.key_id, registered_by=_who_registers())
 
     def _write(self, batch: WriteBatch, key: SigningKey) -> WriteReceipt:
@@ -177,8 +173,29 @@ class Ledger:
         return key.key_id
 
     def write_problem(self) -> str | None:
-        """Why writes are refused right now (the signing key cannot be used), or None."""
-        return self.keys.problem()
+        """Why writes are refused right now (the signing key cannot be used, the store cannot
+        be reached or is newer than this code, a shared ledger signed by another key), or
+        None. Cheap: one round trip; callers check it before long work (re-verification)."""
+        problem = self.keys.problem()
+        if problem:
+            return problem
+        try:
+            registered = self.store.key_ids()
+        except LedgerError as exc:
+            return str(exc)
+        key = self.keys.for_reading()
+        if key is not None and self._foreign_key(key, registered):
+            return self._foreign_key_message(key, registered)
+        return None
+
+    def _foreign_key(self, key: SigningKey, registered: list[str]) -> bool:
+        return bool(registered) and key.key_id not in registered and bool(getattr(self.store, "shared", False))
+
+    def _foreign_key_message(self, key: SigningKey, registered: list[str]) -> str:
+        return (f"the shared ledger {self.location} is signed with the fleet key {', '.join(registered)}, and this "
+                f"server's key {key.path} is another ({key.key_id}): install the fleet's key file here (the same "
+                "file on every server), or, when rotating keys on purpose, register this one with "
+                "`skill-server ledger-key --register`")
 
     # -- writes ---------------------------------------------------------------------
     def record(self, records: Sequence[ResultRecord], note: str = "submitted by an agent or a person") -> list[StoredResult]:

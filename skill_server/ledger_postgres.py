@@ -173,6 +173,18 @@ class PostgresStore(SqlStore):
             yield conn
 
     # -- backend specifics ----------------------------------------------------------------
+    snapshot_sql = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+
+    def _stream(self, conn: Any, sql: str) -> Any:
+        cur = conn.cursor(name=f"skill_stream_{id(self)}_{threading.get_ident()}")  # server-side: streamed
+        cur.execute(self._sql(sql))
+        return cur
+
+    def after_bulk_insert(self, conn: Any) -> None:
+        for table in ("results", "reverifications", "reports"):
+            conn.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), COALESCE(MAX(id), 0) + 1, false)"
+                         f" FROM {table}")
+
     def integrity_check(self) -> str:
         """'ok', or what is inconsistent: every result has exactly its two arm rows, and the
         schema is this code's (the database itself guarantees the rest: constraints, WAL)."""

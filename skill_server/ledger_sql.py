@@ -58,6 +58,19 @@ class SqlStore:
         cur.execute(self._sql(sql), tuple(args))
         return cur
 
+    # -- bulk (ledger_copy) ----------------------------------------------------------
+    snapshot_sql = "BEGIN"  # starts a read transaction that sees one snapshot
+
+    def _run_many(self, conn: Any, sql: str, rows: list[tuple]) -> None:
+        conn.cursor().executemany(self._sql(sql), rows)
+
+    def _stream(self, conn: Any, sql: str) -> Any:
+        """A cursor over a large result, read with fetchmany."""
+        return self._run(conn, sql)
+
+    def after_bulk_insert(self, conn: Any) -> None:
+        """Called after rows were inserted with their ids (a backend with sequences resets them)."""
+
     # -- writes -------------------------------------------------------------------
     def write(self, batch: WriteBatch) -> WriteReceipt:
         receipt = WriteReceipt()
