@@ -12,6 +12,7 @@ COMMAND_MODULES = (
     "skill_server.cli_serve",
     "skill_server.cli_ledger",
     "skill_server.cli_ledger_admin",
+    "skill_server.cli_fleet",
     "skill_server.cli_verify",
     "skill_server.cli_doctor",
 )
