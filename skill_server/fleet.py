@@ -63,6 +63,10 @@ def connect(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> Any:
         why = exc.strerror or type(exc).__name__
         raise FleetError(f"Ray at {address} does not answer ({why}): start the head there (`skill-server fleet-node "
                          f"--head --port {port}`) or fix the address; nothing was run or written") from None
+    if not _speaks_grpc(host, port, timeout_s):
+        raise FleetError(f"the server at {address} is not a Ray head (it does not answer Ray's gRPC protocol within "
+                         f"{timeout_s:.0f} s): check the address and port (`ray status` on the head prints it); "
+                         "nothing was run or written")
     try:
         import ray
     except ImportError:
@@ -76,6 +80,25 @@ def connect(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> Any:
                          f"{short(str(exc), 160)}): check that it is a Ray head of the same Ray version; "
                          "nothing was run or written") from None
     return ray
+
+
+def _speaks_grpc(host: str, port: int, timeout_s: float) -> bool:
+    """True when the server answers an HTTP/2 client preface with its SETTINGS frame (as
+    Ray's GCS and Ray Client servers, both gRPC, do at once). ``ray.init`` itself would wait
+    without end on a port where something else listens."""
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as conn:
+            conn.sendall(preface)
+            header = b""
+            while len(header) < 9:
+                chunk = conn.recv(9 - len(header))
+                if not chunk:
+                    return False
+                header += chunk
+    except OSError:
+        return False
+    return header[3] == 0x04  # frame type SETTINGS
 
 
 def offered_targets(ray: Any) -> list[FleetTarget]:

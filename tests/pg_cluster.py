@@ -2,6 +2,7 @@
 a server on 127.0.0.1 at a free port (and its unix socket in that folder), password
 authentication, stopped and deleted at the end.
 
+    python tests/pg_cluster.py check        # exit 0 when the server binaries and psycopg are here
     python tests/pg_cluster.py start DIR    # prints the superuser DSN on stdout
     python tests/pg_cluster.py stop DIR
 
@@ -144,8 +145,12 @@ def wait_ready(dsn: str, timeout: float = 30.0) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if argv == ["check"]:  # exit 0 when a cluster can be started here
+        why = missing_reason()
+        print(why or "ok", file=sys.stderr)
+        return 0 if why is None else 3
     if len(argv) != 2 or argv[0] not in ("start", "stop"):
-        print("usage: pg_cluster.py start|stop DIR", file=sys.stderr)
+        print("usage: pg_cluster.py check | start DIR | stop DIR", file=sys.stderr)
         return 2
     cluster = ThrowawayCluster(Path(argv[1]))
     if argv[0] == "start":
