@@ -11,6 +11,8 @@ COMMAND_MODULES = (
     "skill_server.cli_catalog",
     "skill_server.cli_serve",
     "skill_server.cli_ledger",
+    "skill_server.cli_ledger_admin",
+    "skill_server.cli_fleet",
     "skill_server.cli_verify",
     "skill_server.cli_doctor",
 )
@@ -23,7 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--skills-dir", default=None, help="folder of skill cards (default: the project's skills/)")
     parser.add_argument("--ledger", default=None,
-                        help="results ledger file (default: $SKILL_SERVER_LEDGER, else <project>/var/ledger.sqlite)")
+                        help="results ledger: a file, or a postgresql://user@host/db URL (default: $SKILL_SERVER_LEDGER, "
+                        "else <project>/var/ledger.sqlite)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)

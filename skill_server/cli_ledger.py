@@ -59,6 +59,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-record", action="store_true", help="do not write the statuses to the ledger")
     p.add_argument("--by", help="who records (default: $SKILL_SERVER_USER or the login name)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    fleet = p.add_argument_group("fleet (Ray; docs/fleet.md)")
+    fleet.add_argument("--ray", metavar="HOST:PORT", help="run one task per (card, platform) on the Ray cluster at "
+                       "this head address instead of this box; outcomes are recorded here")
+    fleet.add_argument("--platform", action="append", default=None, help="with --ray: only this generation / "
+                       "platform key (repeatable; default: every platform the live nodes advertise)")
+    fleet.add_argument("--cpu-smoke", action="store_true", help="with --ray: CPU problems (the CPU arms, the smallest "
+                       "smoke shape, quick options): checks the fleet's plumbing, not the kernels' speed")
+    fleet.add_argument("--task-timeout", type=float, default=None, metavar="S", help="with --ray: a task running "
+                       "longer is cancelled and recorded as not re-verified (default 4 h)")
     _ledger_arg(p)
     p.set_defaults(handler=cmd_reverify)
 
@@ -195,6 +204,12 @@ def cmd_export(args) -> int:
 
 @handles_errors
 def cmd_reverify(args) -> int:
+    if args.ray:
+        from .cli_fleet import run_reverify_on_fleet
+
+        return run_reverify_on_fleet(args)
+    if args.platform or args.cpu_smoke or args.task_timeout:
+        raise ValueError("--platform, --cpu-smoke and --task-timeout apply to a fleet run: add --ray HOST:PORT")
     svc = _service(args)
 
     def progress(ev) -> None:

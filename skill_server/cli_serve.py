@@ -37,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--enable-write-tools", action="store_true", help="register tools that write records (ledger)")
     p.add_argument("--profile-root", action="append", type=Path, default=None, metavar="DIR",
                    help="folder match_profile may read path arguments from (repeatable; default: any path locally)")
+    p.add_argument("--ray-address", default=None, metavar="HOST:PORT",
+                   help="Ray head the reverify tool may run on (with --enable-exec-tools; default: env "
+                   "SKILL_SERVER_RAY_ADDRESS; docs/fleet.md)")
     p.add_argument("--quiet", action="store_true", help="do not print connection instructions on start")
     p.add_argument("--print-connect", action="store_true",
                    help="print the connection instructions to stdout and exit")
@@ -90,7 +93,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .service import SkillService
 
     settings = ServerSettings(allow_exec_tools=args.enable_exec_tools, allow_write_tools=args.enable_write_tools,
-                              profile_roots=roots)
+                              profile_roots=roots,
+                              ray_address=args.ray_address or os.environ.get("SKILL_SERVER_RAY_ADDRESS") or None)
     service = SkillService(args.skills_dir, ledger_path=getattr(args, "ledger", None))
     catalog = service.catalog
     where = f"HTTP at {http_url(opts)}" if http else "stdio"

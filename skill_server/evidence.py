@@ -147,10 +147,18 @@ def read_key(path: Path) -> SigningKey | None:
 
 def create_key(path: Path) -> SigningKey:
     """Create a new key file (0600) without ever replacing one another process created."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     secret = secrets.token_bytes(_KEY_BYTES)
+    # written whole to a private temporary name, then linked into place: the link fails
+    # when another process made the key first, and nobody ever reads a half-written key
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(secret.hex() + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.link(tmp, path)
     except FileExistsError:
         found = read_key(path)  # another process won the race
         if found is None:
@@ -159,27 +167,36 @@ def create_key(path: Path) -> SigningKey:
     except OSError as exc:
         raise KeyUnavailable(f"signing key {path}: cannot create it ({exc.strerror}); give the server a "
                              f"writable state folder (${STATE_DIR_ENV})") from None
-    with os.fdopen(fd, "w", encoding="ascii") as fh:
-        fh.write(secret.hex() + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    finally:
+        tmp.unlink(missing_ok=True)
     return SigningKey(secret, path)
 
 
 class KeyStore:
-    """Where the deployment's key lives; loads it once, creates it on the first write."""
+    """Where the deployment's key lives; loads it once, creates it on the first write
+    unless ``create`` is False (a shared ledger: the fleet's key is provisioned, never
+    made up by one server; see docs/ledger.md)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, create: bool = True):
         self.path = Path(path)
+        self.create = create
         self._lock = threading.Lock()
         self._key: SigningKey | None = None
 
     def for_writing(self) -> SigningKey:
-        """The key, created when missing; KeyUnavailable when it cannot be used."""
+        """The key, created when missing (if allowed); KeyUnavailable when it cannot be used."""
         with self._lock:
             if self._key is None:
-                self._key = read_key(self.path) or create_key(self.path)
+                found = read_key(self.path)
+                if found is None and not self.create:
+                    raise KeyUnavailable(self._not_provisioned())
+                self._key = found or create_key(self.path)
             return self._key
+
+    def _not_provisioned(self) -> str:
+        return (f"signing key {self.path} does not exist, and a shared ledger never gets a key made up by one "
+                f"server: create the fleet's key once (`skill-server ledger-key --create {self.path}`) and install "
+                f"that same file (mode 0600) on every server writing to this ledger (${KEY_ENV} names it)")
 
     def for_reading(self) -> SigningKey | None:
         """The key when one exists and can be used; None otherwise (nothing is created)."""
@@ -194,10 +211,10 @@ class KeyStore:
     def problem(self) -> str | None:
         """Why writes would be refused, or None."""
         try:
-            read_key(self.path)
+            found = read_key(self.path)
         except KeyUnavailable as exc:
             return str(exc)
-        return None
+        return self._not_provisioned() if found is None and not self.create else None
 
 
 def default_key_path(state_dir: Path) -> Path:

@@ -34,8 +34,9 @@ from .ledger_models import (MAX_PAYLOAD_BYTES, ArmResult, LedgerError, PlatformI
                             validate_record)
 from .ledger_schema import MIGRATIONS, SCHEMA_VERSION
 from .ledger_sqlite import BUSY_TIMEOUT_S, SqliteStore, apply_migrations
-from .ledger_store import (LedgerStore, ReportEntry, ResultEntry, ResultQuery, ReverificationEntry, StoredReport,
-                           WriteBatch, WriteReceipt, reverification_content)
+from .ledger_postgres import is_postgres_url
+from .ledger_store import (KeyRegistration, LedgerStore, ReportEntry, ResultEntry, ResultQuery, ReverificationEntry,
+                           StoredReport, WriteBatch, WriteReceipt, reverification_content)
 
 LEDGER_ENV = "SKILL_SERVER_LEDGER"
 DEFAULT_RELATIVE_PATH = Path("var") / "ledger.sqlite"
@@ -46,20 +47,38 @@ __all__ = ["ArmResult", "BUSY_TIMEOUT_S", "Ledger", "LedgerError", "MAX_PAYLOAD_
            "parse_shape_text", "shape_text", "validate_record"]
 
 
-def default_ledger_path(project_root: Path, explicit: str | Path | None = None) -> Path:
-    """``explicit`` (``--ledger``), else ``$SKILL_SERVER_LEDGER``, else ``<project>/var/ledger.sqlite``."""
+def default_ledger_path(project_root: Path, explicit: str | Path | None = None) -> Path | str:
+    """``explicit`` (``--ledger``), else ``$SKILL_SERVER_LEDGER``, else ``<project>/var/ledger.sqlite``.
+    A ``postgresql://`` URL comes back as the string it is (a file path as a resolved Path)."""
     chosen = explicit or os.environ.get(LEDGER_ENV)
     if chosen:
-        return Path(chosen).expanduser().resolve()
+        return str(chosen) if is_postgres_url(str(chosen)) else Path(chosen).expanduser().resolve()
     from . import state_dir  # <project>/var in a checkout; the user's state folder for an installed package
 
     return (state_dir(project_root) / DEFAULT_RELATIVE_PATH.name).resolve()
 
 
-def default_state_dir(ledger_path: Path) -> Path:
-    """Where the signing key lives: ``$SKILL_SERVER_STATE_DIR``, else beside the ledger file."""
+def default_state_dir(ledger_path: Path | str) -> Path:
+    """Where the signing key lives: ``$SKILL_SERVER_STATE_DIR``, else beside the ledger file
+    (for a database URL, this code's own state folder: ``verifiers.locations.state_dir``)."""
     explicit = os.environ.get(STATE_DIR_ENV)
-    return Path(explicit).expanduser().resolve() if explicit else Path(ledger_path).resolve().parent
+    if explicit:
+        return Path(explicit).expanduser().resolve()
+    if is_postgres_url(str(ledger_path)):
+        from . import state_dir
+
+        return state_dir()
+    return Path(ledger_path).resolve().parent
+
+
+def open_store(location: Path | str, busy_timeout_s: float = BUSY_TIMEOUT_S) -> LedgerStore:
+    """The backend for a location: a ``postgresql://`` URL (``ledger_postgres``, needs
+    psycopg) or a SQLite file path."""
+    if is_postgres_url(str(location)):
+        from .ledger_postgres import PostgresStore
+
+        return PostgresStore(str(location))
+    return SqliteStore(Path(location), busy_timeout_s)
 
 
 class ReportToStore(BaseModel):
@@ -89,9 +108,19 @@ class Ledger:
 
     def __init__(self, path: str | Path, busy_timeout_s: float = BUSY_TIMEOUT_S, key_path: str | Path | None = None,
                  store: LedgerStore | None = None):
-        self.path = Path(path)
-        self.store: LedgerStore = store or SqliteStore(self.path, busy_timeout_s)
-        self.keys = KeyStore(Path(key_path) if key_path else default_key_path(default_state_dir(self.path)))
+        self.store: LedgerStore = store or open_store(path, busy_timeout_s)
+        #: the SQLite file (None for a database URL: see ``store.location``, password masked)
+        self.path: Path | None = None if is_postgres_url(str(path)) else Path(path)
+        shared = bool(getattr(self.store, "shared", False))
+        # a shared ledger's key is the fleet's: provisioned once, never created by one server
+        self.keys = KeyStore(Path(key_path) if key_path else default_key_path(default_state_dir(path)),
+                             create=not shared)
+        self._key_known: str | None = None  # the key fingerprint already checked against the ledger
+
+    @property
+    def location(self) -> str:
+        """Where the ledger is, fit to show (a database URL without its password)."""
+        return self.store.location
 
     # -- plumbing -------------------------------------------------------------------
     def exists(self) -> bool:
@@ -115,20 +144,69 @@ class Ledger:
         except KeyUnavailable as exc:
             raise LedgerError(f"nothing written: {exc}") from None
 
+    def _key_registration(self, key: SigningKey) -> KeyRegistration | None:
+        """The fingerprint to register with this write, if the ledger does not know it yet.
+        A shared ledger signed by another key refuses the write: servers of one fleet
+        must share one key, or each one's verified records read as reported on the others."""
+        if self._key_known == key.key_id:
+            return None
+        registered = self.store.key_ids()
+        if key.key_id in registered:
+            self._key_known = key.key_id
+            return None
+        if self._foreign_key(key, registered):
+            raise LedgerError("nothing written: " + self._foreign_key_message(key, registered))
+        return KeyRegistration(key_id=key.key_id, registered_by=_who_registers())
+
+    def _write(self, batch: WriteBatch, key: SigningKey) -> WriteReceipt:
+        batch.register_key = self._key_registration(key)
+        receipt = self.store.write(batch)
+        self._key_known = key.key_id
+        return receipt
+
+    def register_key(self) -> str:
+        """Register this server's key fingerprint with the ledger (a deliberate rotation on
+        a shared ledger); returns the fingerprint."""
+        key = self._signing_key()
+        self.store.write(WriteBatch(register_key=KeyRegistration(key_id=key.key_id, registered_by=_who_registers())))
+        self._key_known = key.key_id
+        return key.key_id
+
     def write_problem(self) -> str | None:
-        """Why writes are refused right now (the signing key cannot be used), or None."""
-        return self.keys.problem()
+        """Why writes are refused right now (the signing key cannot be used, the store cannot
+        be reached or is newer than this code, a shared ledger signed by another key), or
+        None. Cheap: one round trip; callers check it before long work (re-verification)."""
+        problem = self.keys.problem()
+        if problem:
+            return problem
+        try:
+            registered = self.store.key_ids()
+        except LedgerError as exc:
+            return str(exc)
+        key = self.keys.for_reading()
+        if key is not None and self._foreign_key(key, registered):
+            return self._foreign_key_message(key, registered)
+        return None
+
+    def _foreign_key(self, key: SigningKey, registered: list[str]) -> bool:
+        return bool(registered) and key.key_id not in registered and bool(getattr(self.store, "shared", False))
+
+    def _foreign_key_message(self, key: SigningKey, registered: list[str]) -> str:
+        return (f"the shared ledger {self.location} is signed with the fleet key {', '.join(registered)}, and this "
+                f"server's key {key.path} is another ({key.key_id}): install the fleet's key file here (the same "
+                "file on every server), or, when rotating keys on purpose, register this one with "
+                "`skill-server ledger-key --register`")
 
     # -- writes ---------------------------------------------------------------------
     def record(self, records: Sequence[ResultRecord], note: str = "submitted by an agent or a person") -> list[StoredResult]:
         """Store submitted records (``reported``) in one transaction (all or none)."""
         if not records:
             return []
-        self._signing_key()  # an unusable key stops every write, not only verified ones
+        key = self._signing_key()  # an unusable key stops every write, not only verified ones
         at = _now()
         entries = [ResultEntry(record=r, recorded_at=r.recorded_at or at, evidence=Evidence(level="reported", note=note))
                    for r in records]
-        return self.store.write(WriteBatch(results=entries)).results
+        return self._write(WriteBatch(results=entries), key).results
 
     def record_report(self, report: ReportToStore, records: Sequence[ResultRecord], *, verified: bool,
                       note: str | None = None) -> WriteReceipt:
@@ -137,8 +215,8 @@ class Ledger:
         signature checked); the report and each record are then signed."""
         key = self._signing_key()
         at = _now()
-        return self.store.write(WriteBatch(report=self._report_entry(report, key, at, verified, note),
-                                           results=self._result_entries(report, records, key, at, verified, note)))
+        return self._write(WriteBatch(report=self._report_entry(report, key, at, verified, note),
+                                      results=self._result_entries(report, records, key, at, verified, note)), key)
 
     def record_reverification(self, rows: Sequence[ReverificationRow], results: Sequence[ResultRecord] = (),
                               report: ReportToStore | None = None) -> list[StoredReverification]:
@@ -156,7 +234,7 @@ class Ledger:
             entry = ReverificationEntry(row=row, recorded_at=row.recorded_at or at, evidence=Evidence(level="reported"))
             batch.reverifications.append(entry.model_copy(update={"evidence": Evidence(
                 level="verified", signature=key.sign("reverification", entry.payload()))}))
-        return self.store.write(batch).reverifications
+        return self._write(batch, key).reverifications
 
     def _report_entry(self, report: ReportToStore, key: SigningKey, at: datetime, verified: bool,
                       note: str | None) -> ReportEntry:
@@ -262,6 +340,14 @@ class Ledger:
     def report_by_digest(self, digest: str) -> StoredReport | None:
         found = self.store.report_by_digest(digest)
         return self.report(found.report_id) if found is not None else None
+
+
+def _who_registers() -> str:
+    import socket
+
+    from .ledger_models import default_recorder
+
+    return f"{default_recorder()} on {socket.gethostname()}"[:200]
 
 
 def _result_content(payload: dict, evidence: Evidence) -> dict:

@@ -108,6 +108,18 @@ MIGRATIONS: tuple[Migration, ...] = (
         "CREATE INDEX results_by_report ON results (report_digest)",
         "CREATE INDEX results_by_level ON results (card_id, evidence_level, id)",
     )),
+    Migration(4, "the fingerprints of the keys that sign this ledger (a shared ledger has one fleet key)", (
+        """CREATE TABLE signing_keys (
+            key_id TEXT PRIMARY KEY,
+            registered_at TEXT NOT NULL,
+            registered_by TEXT NOT NULL
+        )""",
+    )),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def newer_schema_message(found: int) -> str:
+    return (f"the ledger's schema version {found} is newer than this skill-server understands ({SCHEMA_VERSION}); "
+            "upgrade skill-server rather than writing to it")
 assert [m.version for m in MIGRATIONS] == list(range(1, SCHEMA_VERSION + 1))

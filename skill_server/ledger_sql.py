@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import UTC, datetime
 from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager
 from typing import Any
@@ -37,6 +38,7 @@ class SqlStore:
 
     location: str
     paramstyle = "qmark"  # "format" for drivers that take %s
+    shared = False
 
     # -- backend hooks ------------------------------------------------------------
     def exists(self) -> bool:  # pragma: no cover - backend
@@ -56,6 +58,19 @@ class SqlStore:
         cur.execute(self._sql(sql), tuple(args))
         return cur
 
+    # -- bulk (ledger_copy) ----------------------------------------------------------
+    snapshot_sql = "BEGIN"  # starts a read transaction that sees one snapshot
+
+    def _run_many(self, conn: Any, sql: str, rows: list[tuple]) -> None:
+        conn.cursor().executemany(self._sql(sql), rows)
+
+    def _stream(self, conn: Any, sql: str) -> Any:
+        """A cursor over a large result, read with fetchmany."""
+        return self._run(conn, sql)
+
+    def after_bulk_insert(self, conn: Any) -> None:
+        """Called after rows were inserted with their ids (a backend with sequences resets them)."""
+
     # -- writes -------------------------------------------------------------------
     def write(self, batch: WriteBatch) -> WriteReceipt:
         receipt = WriteReceipt()
@@ -64,6 +79,10 @@ class SqlStore:
                 receipt.report = self._insert_report(conn, batch.report)
             receipt.results = [self._insert_result(conn, e) for e in batch.results]
             receipt.reverifications = [self._insert_reverification(conn, e) for e in batch.reverifications]
+            if batch.register_key is not None:
+                self._run(conn, "INSERT INTO signing_keys (key_id, registered_at, registered_by) VALUES (?,?,?)"
+                          " ON CONFLICT (key_id) DO NOTHING",
+                          (batch.register_key.key_id, _now_iso(), batch.register_key.registered_by))
         if receipt.report is not None:
             receipt.report.result_ids = [r.id for r in receipt.results]
         return receipt
@@ -211,12 +230,22 @@ class SqlStore:
                             verdict=verdict, evidence=Evidence.model_validate_json(evidence_json), recorded_at=at,
                             recorded_by=by, source=source, report_json=text, result_ids=ids)
 
+    def key_ids(self) -> list[str]:
+        if not self.exists():
+            return []
+        with self._reading() as conn:
+            return [r[0] for r in self._run(conn, "SELECT key_id FROM signing_keys ORDER BY registered_at, key_id")]
+
     def schema_version(self) -> int:
         with self._reading() as conn:
             return self._run(conn, "SELECT MAX(version) FROM schema_version").fetchone()[0]
 
     def change_token(self) -> Hashable:  # pragma: no cover - backend
         raise NotImplementedError
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
 def _stored_level(evidence: Evidence) -> str:

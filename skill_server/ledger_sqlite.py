@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .ledger_models import LedgerError
-from .ledger_schema import MIGRATIONS, SCHEMA_VERSION
+from .ledger_schema import MIGRATIONS, SCHEMA_VERSION, newer_schema_message
 from .ledger_sql import SqlStore
 
 BUSY_TIMEOUT_S = 30.0
@@ -40,8 +40,7 @@ def apply_migrations(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> 
         conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
         found = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0]
         if found > SCHEMA_VERSION:
-            raise LedgerError(f"the ledger's schema version {found} is newer than this skill-server understands "
-                              f"({SCHEMA_VERSION}); upgrade skill-server rather than writing to it")
+            raise LedgerError(newer_schema_message(found))
         for migration in MIGRATIONS[found:target]:
             for statement in migration.render("sqlite"):
                 conn.execute(statement)

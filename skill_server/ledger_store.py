@@ -89,10 +89,18 @@ class StoredReport(ReportEntry):
     result_ids: list[int] = Field(default_factory=list)
 
 
+class KeyRegistration(BaseModel):
+    """The fingerprint (``SigningKey.key_id``, never the key) of the key signing a write."""
+
+    key_id: str = Field(pattern=r"^[0-9a-f]{16}$")
+    registered_by: str
+
+
 class WriteBatch(BaseModel):
     results: list[ResultEntry] = Field(default_factory=list)
     reverifications: list[ReverificationEntry] = Field(default_factory=list)
     report: ReportEntry | None = None
+    register_key: KeyRegistration | None = Field(None, description="record this key's fingerprint (once)")
 
 
 class WriteReceipt(BaseModel):
@@ -117,6 +125,7 @@ class LedgerStore(Protocol):
     create nothing; the first write creates it."""
 
     location: str
+    shared: bool  # True: several servers write here (PostgreSQL); they must share one signing key
 
     def exists(self) -> bool: ...
 
@@ -138,6 +147,9 @@ class LedgerStore(Protocol):
     def report(self, report_id: str) -> StoredReport | None: ...
 
     def report_by_digest(self, digest: str) -> StoredReport | None: ...
+
+    def key_ids(self) -> list[str]:
+        """Fingerprints of the keys registered as signing this ledger (oldest first)."""
 
     def schema_version(self) -> int: ...
 

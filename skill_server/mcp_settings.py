@@ -22,6 +22,9 @@ class ServerSettings(BaseModel):
         False, description="register tools that execute code (run_verifier, ...): `serve --enable-exec-tools`")
     allow_write_tools: bool = Field(
         False, description="register tools that write records (the results ledger): `serve --enable-write-tools`")
+    ray_address: str | None = Field(
+        None, description="the Ray cluster the reverify tool may run on (`serve --ray-address`, else "
+        "$SKILL_SERVER_RAY_ADDRESS); set by the operator only: a client never names an address")
     profile_roots: tuple[Path, ...] | None = Field(
         None,
         description="folders match_profile may read `path` arguments from; None: any path the server user can "

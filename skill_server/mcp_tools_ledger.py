@@ -127,8 +127,23 @@ def register(server: MCPServer, service: SkillService, settings: ServerSettings)
             card_id: Annotated[str | None, Field(description="one card; omit for every card")] = None,
             gates: Annotated[bool, Field(description="run the static gfx950 gates (compiles)")] = True,
             verifier: Annotated[bool, Field(description="run the verifier where a GPU is present")] = True,
+            fleet: Annotated[bool, Field(description="run on the server's Ray fleet: one task per card and "
+                                                      "platform its nodes advertise")] = False,
         ) -> CallToolResult:
+            # the address is the operator's (ServerSettings.ray_address), never the client's: a client-named
+            # address would make this server connect, and hand its work and results, wherever it says
+            if fleet and not settings.ray_address:
+                raise ToolError("this server has no Ray fleet: the operator starts it with `skill-server serve "
+                                "--ray-address HOST:PORT` (docs/fleet.md)")
+
             def work(report):
+                if fleet:
+                    def fleet_progress(ev) -> None:
+                        report(ev.done, ev.total, f"{ev.card_id} @ {ev.target}: {ev.event}: {ev.message}")
+
+                    return service.reverify_on_fleet(settings.ray_address, card_id=card_id, progress=fleet_progress,
+                                                     gates=gates, verifier=verifier, record=record)
+
                 def progress(ev) -> None:
                     report(ev.index - 1 + (1.0 if ev.stage == "done" else 0.5), ev.total,
                            f"{ev.card_id}: {ev.stage}: {ev.message}")
@@ -142,4 +157,21 @@ def register(server: MCPServer, service: SkillService, settings: ServerSettings)
                 raise ToolError(str(exc)) from None
             except ValidationError as exc:
                 raise ToolError(describe_validation_error(exc)) from None
+            if fleet:
+                return answers.answer(_fleet_text(result), _fleet_view(result))
             return answers.answer(answers.reverify_text(result), answers.reverify_view(result))
+
+
+def _fleet_view(report: Any) -> dict[str, Any]:
+    return {"recorded": report.ledger is not None, "platforms": [t.key for t in report.targets],
+            "outcomes": [{"card_id": o.card_id, "platform": o.target.key, "outcome": o.outcome, "status": o.status,
+                          "reason": answers.clip(o.reason, 300), "node": o.node, "measured_on": o.measured_on,
+                          "report": f"report://{o.report_id}" if o.report_id else None} for o in report.outcomes]}
+
+
+def _fleet_text(report: Any) -> str:
+    lines = [f"Re-verified on the fleet: {len(report.outcomes)} task(s) on {', '.join(t.key for t in report.targets)} "
+             f"({'recorded' if report.ledger else 'not recorded'}):"]
+    lines += [f"- {o.card_id} @ {o.target.key}: {o.outcome}, {o.status}: {answers.clip(o.reason, 160)}"
+              for o in report.outcomes]
+    return "\n".join(lines)

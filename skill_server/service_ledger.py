@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .claims_cache import ClaimsCache
     from .ledger import Ledger
     from .drafting import DraftResult, DraftSummary, PromoteResult
+    from .fleet_models import FleetReport
     from .reverify import ReverifyReport
 
 REPORT_CACHE_SIZE = 32
@@ -370,8 +371,7 @@ class LedgerService:
         ``verifier_on_cpu`` / ``verifier_options`` to the ``Reverifier``."""
         from verifiers.provenance import detect_platform, read_git_revision
 
-        from .ledger_models import ReverificationRow, normalise_platform
-        from .report_records import sign_fresh, stored_report
+        from .ledger_models import normalise_platform
         from .reverify import Reverifier, ReverifyReport, now
         from .reverify_stages import default_gate_runner, default_verifier_runner
 
@@ -394,24 +394,53 @@ class LedgerService:
         outcomes = []
         for run in rv.run(cards, progress):
             outcomes.append(run.result)
-            report = None
-            if run.report is not None:
-                signed = sign_fresh(run.report, None)
-                run.result.report_id = signed.report_id
-                report = stored_report(signed, who, "reverify")
-            if record:
-                row = ReverificationRow(card_id=run.result.card_id, platform=plat, status=run.result.status,
-                                        reason=run.result.reason[:4000], recorded_by=who, git_rev=rev,
-                                        detail=run.result.model_dump(mode="json"))
-                try:
-                    self.ledger.record_reverification([row], run.records if report else [], report)
-                except LedgerError as exc:
-                    raise ServiceError(str(exc)) from None
-                self._claims.invalidate()
-            elif run.report is not None:
-                self._hold(sign_fresh(run.report, None), run.result.card_id)
+            self.record_card_run(run, plat, who, rev, record=record)
         return ReverifyReport(platform=plat, git_rev=rev, started_at=started, finished_at=now(), cards=outcomes,
                               ledger=self.ledger.store.location if record else None)
+
+    def record_card_run(self, run, platform, recorded_by: str, git_rev: str | None, *, record: bool = True,
+                        detail_extra: dict | None = None) -> None:
+        """Record one card's re-verification (``reverify.CardRun``: status, report, the
+        records derived from it) signed in one transaction; unrecorded, keep its report
+        readable by id. The one recording path of local and fleet re-verification."""
+        from .ledger_models import ReverificationRow
+        from .report_records import sign_fresh, stored_report
+
+        report = None
+        if run.report is not None:
+            signed = sign_fresh(run.report, None)
+            run.result.report_id = signed.report_id
+            report = stored_report(signed, recorded_by, "reverify")
+        if not record:
+            if run.report is not None:
+                self._hold(sign_fresh(run.report, None), run.result.card_id)
+            return
+        detail = run.result.model_dump(mode="json") | (detail_extra or {})
+        row = ReverificationRow(card_id=run.result.card_id, platform=platform, status=run.result.status,
+                                reason=run.result.reason[:4000], recorded_by=recorded_by, git_rev=git_rev, detail=detail)
+        try:
+            self.ledger.record_reverification([row], run.records if report else [], report)
+        except LedgerError as exc:
+            raise ServiceError(str(exc)) from None
+        self._claims.invalidate()
+
+    def reverify_on_fleet(self, address: str, card_id: str | None = None, progress=None, *, gates: bool = True,
+                          verifier: bool = True, record: bool = True, recorded_by: str | None = None,
+                          cpu_smoke: bool = False, platforms: list[str] | None = None,
+                          task_timeout_s: float | None = None) -> "FleetReport":
+        """Re-verify on a Ray cluster: one task per (card, platform the cluster offers), run
+        on a node advertising that platform; every outcome recorded here (``fleet.py``)."""
+        from .fleet import FleetError, run_fleet
+
+        if record:
+            self._writable()
+        cards = [self.card(card_id)] if card_id else [self.catalog.cards[c] for c in sorted(self.catalog.cards)]
+        try:
+            return run_fleet(self, address, cards, progress=progress, gates=gates, verifier=verifier, record=record,
+                             recorded_by=recorded_by or default_recorder("reverify --ray"), cpu_smoke=cpu_smoke,
+                             platforms=platforms, task_timeout_s=task_timeout_s)
+        except FleetError as exc:
+            raise ServiceError(str(exc)) from None
 
     # -- drafts --------------------------------------------------------------------
     def draft_card(self, new_id: str, from_card: str | None = None, record_ids: list[int] | None = None,

@@ -1,8 +1,7 @@
 """The ledger store: validated records in, the same records out; bad input refused with
-a clear message and nothing written."""
+a clear message and nothing written. Every test runs on both backends (SQLite, PostgreSQL)."""
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,8 +12,8 @@ from skill_server.ledger import (MAX_PAYLOAD_BYTES, SCHEMA_VERSION, Ledger, Ledg
 
 
 @pytest.fixture
-def ledger(tmp_path):
-    return Ledger(tmp_path / "var" / "ledger.sqlite")
+def ledger(ledger_backend):
+    return Ledger(ledger_backend.location)
 
 
 def valid(data, root=None):
@@ -59,9 +58,14 @@ def test_history_filters_by_card_shape_platform_and_source(ledger):
     assert [r.id for r in newest_first] == sorted((r.id for r in newest_first), reverse=True)
 
 
-def test_reading_a_ledger_that_does_not_exist_creates_nothing(ledger):
+def test_reading_a_ledger_that_does_not_exist_creates_nothing(ledger, ledger_backend):
     assert ledger.history() == [] and ledger.latest_statuses() == {} and ledger.reverifications() == []
-    assert not ledger.path.exists() and not ledger.path.parent.exists()
+    assert ledger.latest_results() == [] and ledger.report("0" * 16) is None and ledger.store.key_ids() == []
+    assert not ledger.exists()
+    if ledger_backend.kind == "sqlite":
+        assert not ledger.path.exists() and not ledger.path.parent.exists()
+    else:
+        assert ledger_backend.tables() == set()
 
 
 def test_the_location_comes_from_the_flag_then_the_environment_then_the_project(tmp_path, monkeypatch):
@@ -70,6 +74,9 @@ def test_the_location_comes_from_the_flag_then_the_environment_then_the_project(
     monkeypatch.setenv("SKILL_SERVER_LEDGER", str(tmp_path / "env.sqlite"))
     assert default_ledger_path(tmp_path) == (tmp_path / "env.sqlite").resolve()
     assert default_ledger_path(tmp_path, tmp_path / "flag.sqlite") == (tmp_path / "flag.sqlite").resolve()
+    url = "postgresql://fleet:secret@db.internal:5432/ledger"
+    monkeypatch.setenv("SKILL_SERVER_LEDGER", url)
+    assert default_ledger_path(tmp_path) == url  # a URL stays the string it is
 
 
 NAN, INF = float("nan"), float("inf")
@@ -135,11 +142,11 @@ def test_notes_too_long_and_an_oversized_batch_entry_are_refused():
         validate_record(["not", "a", "record"], known_cards=CARDS)
 
 
-def test_a_batch_with_one_bad_record_writes_none_of_it(tmp_path):
+def test_a_batch_with_one_bad_record_writes_none_of_it(tmp_path, ledger_backend):
     from skill_server.service import ServiceError, SkillService
     from ledger_support import make_project
 
-    svc = SkillService(make_project(tmp_path), ledger_path=tmp_path / "l.sqlite")
+    svc = SkillService(make_project(tmp_path), ledger_path=ledger_backend.location)
     with pytest.raises(ServiceError, match=r"record #1: refused, nothing written: speedup: must be a finite"):
         svc.record_result([record(), record(speedup=NAN), record()])
     assert svc.ledger.history() == []
@@ -148,21 +155,21 @@ def test_a_batch_with_one_bad_record_writes_none_of_it(tmp_path):
     assert len(ok.ids) == 2 and len(svc.ledger.history()) == 2
 
 
-def test_a_ledger_written_by_a_newer_schema_is_refused_not_guessed_at(ledger):
+def test_a_ledger_written_by_a_newer_schema_is_refused_not_guessed_at(ledger, ledger_backend):
     ledger.record([valid(record())])
-    conn = sqlite3.connect(ledger.path)
-    conn.execute("INSERT INTO schema_version VALUES (?, 'later')", (SCHEMA_VERSION + 1,))
-    conn.commit()
-    conn.close()
-    with pytest.raises(LedgerError, match=f"schema version {SCHEMA_VERSION + 1} is newer"):
-        Ledger(ledger.path).history()
+    ledger_backend.raw("INSERT INTO schema_version VALUES (?, 'later')", (SCHEMA_VERSION + 1,))
+    for attempt in (lambda led: led.history(), lambda led: led.record([valid(record())])):
+        with pytest.raises(LedgerError, match=f"schema version {SCHEMA_VERSION + 1} is newer"):
+            attempt(Ledger(ledger_backend.location))
+    assert ledger_backend.raw("SELECT COUNT(*) FROM results") == [(1,)]  # nothing written
 
 
-def test_the_store_enforces_its_invariants_even_for_writes_that_bypass_validation(ledger):
+def test_the_store_enforces_its_invariants_even_for_writes_that_bypass_validation(ledger, ledger_backend):
     ledger.record([valid(record())])
-    conn = sqlite3.connect(ledger.path)
-    with pytest.raises(sqlite3.IntegrityError):
-        conn.execute("INSERT INTO result_arms (result_id, role, name, time_ms) VALUES (1, 'candidate2', 'x', 1.0)")
-    with pytest.raises(sqlite3.IntegrityError):
-        conn.execute("UPDATE results SET speedup = -1 WHERE id = 1")
-    conn.close()
+    for statement in ("INSERT INTO result_arms (result_id, role, name, time_ms) VALUES (1, 'candidate2', 'x', 1.0)",
+                      "UPDATE results SET speedup = -1 WHERE id = 1",
+                      "INSERT INTO result_arms (result_id, role, name, time_ms) VALUES (999, 'baseline', 'x', 1.0)"):
+        if ledger_backend.kind == "sqlite" and "999" in statement:
+            ledger_backend.raw("PRAGMA foreign_keys = ON")
+        with pytest.raises(ledger_backend.integrity_errors):
+            ledger_backend.raw(statement)
