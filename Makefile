@@ -8,7 +8,7 @@ setup:
 serve: setup
 	@skill-server serve --transport http
 test: setup
-	@python3 -m pytest -q; rc=$$?; \
+	@python3 -m pytest -q --durations=30; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5): that is a failure here" >&2; fi; \
 	exit $$rc
 wheel:

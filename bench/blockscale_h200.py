@@ -234,12 +234,13 @@ def run_verifier(candidate: Path, records: list[dict], out: Path, hidden: bool, 
     if not shapes:
         return {"status": "SKIPPED", "reason": "no shape has a twin config that passed parity"}
     baseline = "torch_dequant" if smoke else "cublas_blockscale"
-    extra = dict(timing=False, profile=False, seeds=[0], secret_seed=False) if smoke else dict(plot_path=str(out / "blockscale_h200_rounds.png"))
+    extra = dict(timing=False, profile=False, seeds=[0], secret_seed=False) if smoke else {}
+    plot = None if smoke else str(out / "blockscale_h200_rounds.png")  # the caller's choice, not an option
     options = api.VerifyOptions(candidate_required=[TWIN_KERNEL], candidate_launches_per_iter=1,
                                 hidden_shapes=hidden and not smoke, **extra)
     try:
         report = api.verify(PROBLEM_NAME, f"{candidate}:build", baseline, shapes[:1] if smoke else shapes, options,
-                            lambda done, total, msg: _print_progress(f"  verifier [{done}/{total}] {msg}"))
+                            lambda done, total, msg: _print_progress(f"  verifier [{done}/{total}] {msg}"), plot_path=plot)
     except Exception as e:
         return {"status": "ERROR", "reason": _short_error(e), "trace": traceback.format_exc()[-3000:]}
     full = report.model_dump(mode="json")

@@ -14,8 +14,9 @@ Inputs are generated into ``--tmp`` (never committed):
   over 4 queues.
 Each reader runs in its own subprocess (``load_profile(path, top=20)``): wall time and peak
 resident memory (``wait4`` rusage of that child) are recorded. ``--baseline`` names the git
-revision whose ``skill_server`` package is extracted (``git archive``) into a temp dir and run
-the same way. Results: ``<out>/profile_ingest_scale.{json,md}``.
+revision whose ``skill_server``, ``trace_readers`` and ``verifiers`` packages are extracted
+(``git archive``) into a temp dir and run the same way (each child starts in the temp folder,
+so neither imports the other's checkout). Results: ``<out>/profile_ingest_scale.{json,md}``.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import json
 import os
 import platform
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -126,6 +128,31 @@ def write_kernel_trace(path: Path, rows: int) -> dict:
     return {"bytes": path.stat().st_size, "rows": rows}
 
 
+def write_rocprof_json(path: Path, records: int) -> dict:
+    """rocprofv3 --output-format json: one tool entry, the records before kernel_symbols
+    (a reader that streams must resolve names at the end)."""
+    rng = random.Random(2)
+    names = [k[:400] for k in KERNELS]
+    t = 1_143_263_119_836_160
+    with path.open("w") as f:
+        f.write('{"rocprofiler-sdk-tool": [{"metadata": {"pid": 4242}, "agents": [{"id": {"handle": 9}, "type": 2, '
+                '"name": "gfx950", "product_name": "AMD Instinct MI355X"}],\n "buffer_records": {"kernel_dispatch": [\n')
+        for i in range(records):
+            dur = 2000 + rng.randrange(90_000)
+            q = 1 + (i // 8) % 4
+            rec = {"size": 1, "kind": 10, "operation": 1, "thread_id": 4242,
+                   "correlation_id": {"internal": i, "external": 0}, "start_timestamp": t, "end_timestamp": t + dur,
+                   "dispatch_info": {"size": 1, "agent_id": {"handle": 9}, "queue_id": {"handle": q},
+                                     "kernel_id": i % len(names), "dispatch_id": i, "private_segment_size": 0,
+                                     "group_segment_size": 8192, "workgroup_size": {"x": 256, "y": 1, "z": 1},
+                                     "grid_size": {"x": 65536, "y": 1, "z": 1}}}
+            f.write(("," if i else "") + json.dumps(rec) + "\n")
+            t += dur + 1500
+        symbols = [{"kernel_id": k, "kernel_name": n, "formatted_kernel_name": n} for k, n in enumerate(names)]
+        f.write('], "memory_copy": []}, "kernel_symbols": ' + json.dumps(symbols) + "}]}\n")
+    return {"bytes": path.stat().st_size, "records": records}
+
+
 CHILD = ("import sys, time; sys.path.insert(0, sys.argv[1]); t = time.perf_counter(); "
          "from skill_server.profiles import load_profile; s = load_profile(sys.argv[2], top=20); "
          "print(time.perf_counter() - t, s.dispatch_count, s.kernel_count, s.hotspots[0].full_name[:40])")
@@ -136,7 +163,8 @@ def run_child(code_root: Path, trace: Path, timeout: float) -> dict:
     env = dict(os.environ, PYTHONPATH=str(code_root))
     start = time.perf_counter()
     pid = os.fork()
-    if pid == 0:  # child: exec the reader
+    if pid == 0:  # child: exec the reader (from a neutral folder: '' on sys.path must not be the checkout)
+        os.chdir(tempfile.gettempdir())
         os.execve(sys.executable, [sys.executable, "-c", CHILD, str(code_root), str(trace)], env)
     deadline = start + timeout
     while True:
@@ -159,6 +187,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--torch-mb", type=float, default=450.0)
     ap.add_argument("--csv-rows", type=int, default=1_000_000)
+    ap.add_argument("--json-records", type=int, default=400_000, help="rocprofv3 results.json dispatch records")
     ap.add_argument("--baseline", default="main", help="git revision to compare against (its skill_server package)")
     ap.add_argument("--tmp", type=Path, default=Path(tempfile.gettempdir()) / "profile_ingest_scale")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
@@ -166,12 +195,16 @@ def main() -> int:
     args = ap.parse_args()
     args.tmp.mkdir(parents=True, exist_ok=True)
     torch_path, csv_path = args.tmp / "bench.pt.trace.json", args.tmp / "bench_kernel_trace.csv"
-    inputs = {"torch": write_torch_trace(torch_path, args.torch_mb), "csv": write_kernel_trace(csv_path, args.csv_rows)}
-    base = baseline_tree(args.baseline, "skill_server")
+    json_path = args.tmp / "bench_results.json"
+    inputs = {"torch": write_torch_trace(torch_path, args.torch_mb), "csv": write_kernel_trace(csv_path, args.csv_rows),
+              "rocprof_json": write_rocprof_json(json_path, args.json_records)}
+    packages = [p for p in ("skill_server", "trace_readers", "verifiers")
+                if subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{args.baseline}:{p}"]).returncode == 0]
+    base = baseline_tree(args.baseline, *packages)
     rev, base_rev = short_rev(), short_rev(args.baseline)
     load_before = os.getloadavg()
     results = {}
-    for label, path in (("torch", torch_path), ("csv", csv_path)):
+    for label, path in (("torch", torch_path), ("csv", csv_path), ("rocprof_json", json_path)):
         results[label] = {"this branch": run_child(REPO, path, args.timeout),
                           f"baseline {args.baseline}": run_child(base, path, args.timeout)}
         print(label, json.dumps(results[label]), flush=True)
@@ -181,7 +214,8 @@ def main() -> int:
         "device": f"{platform.node()} ({os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()})",
         "revision": rev, "baseline": f"{args.baseline} ({base_rev})", "inputs": inputs, "results": results,
         "load_average": {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in os.getloadavg()]},
-        "targets": {"torch": "<= 60 s and <= 1024 MB peak", "csv": "<= 5 s"},
+        "targets": {"torch": "<= 60 s and <= 1024 MB peak", "csv": "<= 5 s",
+                    "rocprof_json": "peak memory bounded (streamed: not the whole document)"},
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "profile_ingest_scale.json").write_text(json.dumps(record, indent=2) + "\n")
@@ -191,7 +225,9 @@ def main() -> int:
              f"{record['load_average']['after']} after (a shared box: CPU time is the steadier figure)  ",
              f"This branch {rev} vs {record['baseline']}, each reader in its own process (load_profile, top=20).", "",
              f"- torch trace: {inputs['torch']['bytes'] / 1e6:.0f} MB, {inputs['torch']['kernels']} kernel launches",
-             f"- kernel_trace.csv: {inputs['csv']['rows']} rows, {inputs['csv']['bytes'] / 1e6:.0f} MB", "",
+             f"- kernel_trace.csv: {inputs['csv']['rows']} rows, {inputs['csv']['bytes'] / 1e6:.0f} MB",
+             f"- rocprofv3 results.json: {inputs['rocprof_json']['records']} dispatch records, "
+             f"{inputs['rocprof_json']['bytes'] / 1e6:.0f} MB (kernel_symbols after the records)", "",
              "| input | reader | wall s | CPU s | peak RSS MB | ok |", "|---|---|---|---|---|---|"]
     for label, by_reader in results.items():
         for reader, r in by_reader.items():
@@ -202,7 +238,8 @@ def main() -> int:
         if a.get("ok") and b.get("ok"):
             lines.append(f"\n{label}: {b['wall_s'] / a['wall_s']:.1f}x less wall time, {b['cpu_s'] / a['cpu_s']:.1f}x less "
                          f"CPU time, {b['peak_rss_mb'] / a['peak_rss_mb']:.1f}x less peak memory than {args.baseline}")
-    lines.append(f"\nTargets: torch {record['targets']['torch']}; csv {record['targets']['csv']}.")
+    lines.append(f"\nTargets: torch {record['targets']['torch']}; csv {record['targets']['csv']}; "
+                 f"rocprof_json {record['targets']['rocprof_json']}.")
     (args.out / "profile_ingest_scale.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

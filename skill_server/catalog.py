@@ -29,17 +29,28 @@ CARD_FILE = "SKILL.md"
 def fingerprint(skills_dir: Path) -> tuple[tuple[str, int, int], ...]:
     """What changes when any card or artifact changes (path, mtime, size).
 
-    os.scandir, not Path.glob: at 10,000 cards the pathlib objects cost more than the I/O."""
+    Only what lies inside the skills folder counts: a card folder that is a symlink to
+    somewhere else, and a file that is a symlink out of its card folder, are neither
+    listed nor loaded (so never served). os.scandir, not Path.glob: at 10,000 cards the
+    pathlib objects cost more than the I/O; symlinks (rare) alone pay for realpath."""
     entries = []
+    real_root = os.path.realpath(skills_dir)
     try:
         with os.scandir(skills_dir) as folders:
             for folder in folders:
                 if not folder.is_dir():
                     continue
+                real_folder = os.path.join(real_root, folder.name)
+                if folder.is_symlink():
+                    real_folder = os.path.realpath(folder.path)
+                    if os.path.dirname(real_folder) != real_root:
+                        continue
                 try:
                     with os.scandir(folder.path) as files:
                         for f in files:
                             if f.name.endswith((".md", ".yaml", ".yml")) and f.is_file():
+                                if f.is_symlink() and os.path.dirname(os.path.realpath(f.path)) != real_folder:
+                                    continue
                                 st = f.stat()
                                 entries.append((f.path, st.st_mtime_ns, st.st_size))
                 except OSError:

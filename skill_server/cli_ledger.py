@@ -54,7 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("reverify", help="re-check cards on this box (prerequisites, gfx950 gates, verifier, claims)")
     p.add_argument("--card", help="one card (default: all)")
-    p.add_argument("--no-gates", action="store_true", help="skip the static gfx950 gates (compiles)")
+    p.add_argument("--no-gates", action="store_true", help="skip the static gfx950 gates and the gfx950-emulated "
+                   "parity run (compiles)")
     p.add_argument("--no-verifier", action="store_true", help="skip the verifier even where a GPU is present")
     p.add_argument("--no-record", action="store_true", help="do not write the statuses to the ledger")
     p.add_argument("--by", help="who records (default: $SKILL_SERVER_USER or the login name)")

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,13 @@ from verifiers.doctor_result import BLOCKING, CheckResult
 from .doctor_plan import VERIFY_CHECKS
 
 PREFLIGHT_BUDGET_S = 60.0
+# A long-lived server verifies many times on one box: a passed preflight is remembered for this
+# long per (device, profile), so each run_verifier call does not pay a doctor process (10-20 s on
+# a GPU box). A refusal is never remembered: fixing the box takes effect on the next call, and a
+# box that breaks within the window still fails in the verifier itself (ERROR, with its reason).
+PASSED_TTL_S = 600.0
+_passed: dict[tuple[str, bool], float] = {}
+_passed_lock = threading.Lock()
 
 
 def peek_torch_build() -> str | None:
@@ -56,16 +65,21 @@ def verify_refusal(device: str | None = None, profile: bool = True, budget_s: fl
     from .doctor import run_doctor
 
     choice = (device or "auto").strip().lower()
-    wants_gpu = choice not in ("auto", "cpu")
+    # gfx950-emulated runs on the CPU; verify() itself names a missing FlyDSL / ld.lld / llvm-objdump
+    wants_gpu = choice not in ("auto", "cpu", "gfx950-emulated")
     build = peek_torch_build()
     if build == "cpu" and not wants_gpu:
         return None
-    if choice == "cpu":
+    if choice in ("cpu", "gfx950-emulated"):
         checks = ["torch"]
     elif build == "cpu":  # a GPU asked of a CPU build: the device check's line says so
         checks = ["torch", "device"]
     else:
         checks = [c for c in VERIFY_CHECKS if profile or c != "profiler"]
+    key = (choice, bool(profile))
+    with _passed_lock:
+        if time.monotonic() - _passed.get(key, float("-inf")) < PASSED_TTL_S:
+            return None
     report = run_doctor(checks, budget_s=budget_s)
     lines = [_line(c) for c in report.checks if c.status in BLOCKING]
     if wants_gpu and not lines:
@@ -74,6 +88,9 @@ def verify_refusal(device: str | None = None, profile: bool = True, budget_s: fl
             lines.append(_line(device_check) + f"; --device {choice} needs a GPU")
     if lines and not wants_gpu and choice == "auto" and any(c.id == "device" and c.status in BLOCKING for c in report.checks):
         lines.append("to verify on the CPU of this box deliberately, pass --device cpu")
+    if not lines:
+        with _passed_lock:
+            _passed[key] = time.monotonic()
     return "\n".join(lines) or None
 
 

@@ -69,9 +69,11 @@ class Signature(BaseModel):
 
 
 class Evidence(BaseModel):
-    """How far a stored record can be trusted (see the module docstring)."""
+    """How far a stored record can be trusted (see the module docstring). Frozen: a record's
+    evidence is replaced (``model_copy(update=...)``), never edited, so answers built from
+    rows the ledger remembers cannot change what the next reader is told."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     level: EvidenceLevel
     report_digest: str | None = Field(None, description="sha256 of the verifier report the record comes from")

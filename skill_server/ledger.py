@@ -27,6 +27,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from .bounded_cache import BoundedCache
 from .claims import PlatformStatus
 from .evidence import STATE_DIR_ENV, Evidence, KeyStore, KeyUnavailable, Signature, SigningKey, default_key_path
 from .ledger_models import (MAX_PAYLOAD_BYTES, ArmResult, LedgerError, PlatformInfo, RecordRejected, ResultRecord,
@@ -38,6 +39,8 @@ from .ledger_postgres import is_postgres_url
 from .ledger_store import (KeyRegistration, LedgerStore, ReportEntry, ResultEntry, ResultQuery, ReverificationEntry,
                            StoredReport, WriteBatch, WriteReceipt, reverification_content)
 
+# signature checks of rows read back, by (key id, the row's exact bytes): skill_server.bounded_cache
+CHECKED_ROWS: BoundedCache[bool] = BoundedCache(8192)
 LEDGER_ENV = "SKILL_SERVER_LEDGER"
 DEFAULT_RELATIVE_PATH = Path("var") / "ledger.sqlite"
 
@@ -69,6 +72,16 @@ def default_state_dir(ledger_path: Path | str) -> Path:
 
         return state_dir()
     return Path(ledger_path).resolve().parent
+
+
+def _protect_from_arms(*paths: Path | None) -> None:
+    """No verifier arm process of this server may read the key's folder or the ledger's
+    (``verifiers.sandbox``: they are left out of every arm's allow-list)."""
+    from verifiers.sandbox import protect
+
+    for path in paths:
+        if path is not None:
+            protect(path if path.is_dir() or not path.suffix else path.parent)
 
 
 def open_store(location: Path | str, busy_timeout_s: float = BUSY_TIMEOUT_S) -> LedgerStore:
@@ -116,6 +129,7 @@ class Ledger:
         self.keys = KeyStore(Path(key_path) if key_path else default_key_path(default_state_dir(path)),
                              create=not shared)
         self._key_known: str | None = None  # the key fingerprint already checked against the ledger
+        _protect_from_arms(self.keys.path.parent, self.path)
 
     @property
     def location(self) -> str:
@@ -179,11 +193,13 @@ class Ledger:
         problem = self.keys.problem()
         if problem:
             return problem
+        key = self.keys.for_reading()
+        if key is not None and self._key_known == key.key_id:
+            return None  # this key was registered (or checked) by this process's writes: no round trip
         try:
             registered = self.store.key_ids()
         except LedgerError as exc:
             return str(exc)
-        key = self.keys.for_reading()
         if key is not None and self._foreign_key(key, registered):
             return self._foreign_key_message(key, registered)
         return None
@@ -273,10 +289,22 @@ class Ledger:
         ev = r.evidence
         if ev.level != "verified":
             return r
-        if key is not None and key.check(ev.signature, "result", _result_content(r.stored_payload(), ev)):
+        if key is not None and self._result_signature_checks(r, key):
             return r
         r.evidence = ev.model_copy(update={"level": "reported", "note": _why_not(key, ev.signature)})
         return r
+
+    def _result_signature_checks(self, r: StoredResult, key: SigningKey) -> bool:
+        """The HMAC check of a result, remembered per (key, row bytes) for rows read back."""
+        memo = (key.key_id, r._row) if r._row is not None else None
+        if memo is not None:
+            known = CHECKED_ROWS.get(memo)
+            if known is not None:
+                return known
+        ok = key.check(r.evidence.signature, "result", _result_content(r.stored_payload(), r.evidence))
+        if memo is not None:
+            CHECKED_ROWS.put(memo, ok)
+        return ok
 
     def _checked_reverification(self, v: StoredReverification, key: SigningKey | None) -> StoredReverification:
         ev = v.evidence

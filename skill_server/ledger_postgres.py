@@ -17,7 +17,7 @@ psycopg is imported here only, so the core server does not need it.
 """
 from __future__ import annotations
 
-import os
+import re
 import threading
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
@@ -58,8 +58,11 @@ def mask_url(url: str) -> str:
 def _secrets_of(url: str) -> list[str]:
     from urllib.parse import unquote
 
-    parts = urlsplit(url)
-    found = [unquote(parts.password)] if parts.password else []
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return []
+    found = [parts.password, unquote(parts.password)] if parts.password else []
     found += [v for k, v in parse_qsl(parts.query) if k.lower() == "password" and v]
     return [s for s in found if s]
 
@@ -84,6 +87,11 @@ class PostgresStore(SqlStore):
     def __init__(self, url: str, connect_timeout_s: float = CONNECT_TIMEOUT_S):
         if not is_postgres_url(url):
             raise LedgerError(f"not a PostgreSQL URL: {mask_url(url)} (expected postgresql://user@host/db)")
+        try:
+            urlsplit(url).port  # noqa: B018 - parses host and port: a malformed URL fails here, not in the driver
+        except ValueError as exc:
+            raise LedgerError(f"ledger {mask_url(url)}: not a valid PostgreSQL URL ({exc}): expected "
+                              "postgresql://user[:password]@host[:port]/database; nothing was read or written") from None
         self.url = url
         self.location = mask_url(url)
         self.connect_timeout_s = connect_timeout_s
@@ -92,13 +100,17 @@ class PostgresStore(SqlStore):
         self._local = threading.local()
 
     # -- errors -------------------------------------------------------------------------
-    def _scrub(self, text: str) -> str:
-        for secret in _secrets_of(self.url):
-            text = text.replace(secret, "***")
+    def _driver_text(self, exc: Exception, limit: int = 300) -> str:
+        """The driver's message on one line, withheld whole when it contains the password
+        (masking only the matches would show where, and so what, a short password is)."""
+        text = " ".join(str(exc).split())[:limit]
+        # as a token of its own (a short password also occurs inside ordinary words)
+        if any(re.search(rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])", text) for secret in _secrets_of(self.url)):
+            return f"{type(exc).__name__}; the driver's message is withheld: it contains the password"
         return text
 
     def _connect_error(self, exc: Exception) -> LedgerError:
-        raw = " ".join(str(exc).split())
+        raw = self._driver_text(exc, 2000)
         detail = raw.split(" failed: ")[-1].replace("FATAL: ", "").strip() or type(exc).__name__
         low = detail.lower()
         if "password authentication failed" in low or "no password supplied" in low or "role" in low and "does not exist" in low:
@@ -110,33 +122,24 @@ class PostgresStore(SqlStore):
             hint = "check that the PostgreSQL server runs and that host and port in the URL are right"
         else:
             hint = "check the URL and the server"
-        return LedgerError(self._scrub(f"ledger {self.location}: cannot connect ({detail}): {hint}; "
-                                       "nothing was read or written"))
+        return LedgerError(f"ledger {self.location}: cannot connect ({detail}): {hint}; nothing was read or written")
 
     def _query_error(self, exc: Exception) -> LedgerError:
-        detail = " ".join(str(exc).split())[:300]
-        return LedgerError(self._scrub(f"ledger {self.location}: the database failed the request ({detail}); "
-                                       "nothing of this write was stored: retry once the server is reachable"))
+        return LedgerError(f"ledger {self.location}: the database failed the request ({self._driver_text(exc)}); "
+                           "nothing of this write was stored: retry once the server is reachable")
 
     # -- connections --------------------------------------------------------------------
     def _connection(self) -> Any:
         psycopg = _psycopg()
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and self._local.pid == os.getpid() and not conn.closed and not conn.broken:
+        conn = self._thread_connection()
+        if conn is not None and not conn.closed and not conn.broken:
             return conn
         try:
             conn = psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s)),
                                    application_name="skill-server")
         except psycopg.Error as exc:
             raise self._connect_error(exc) from None
-        self._local.conn, self._local.pid = conn, os.getpid()
-        return conn
-
-    def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and self._local.pid == os.getpid():
-            conn.close()
-        self._local.conn = None
+        return self._keep_connection(conn)
 
     @contextmanager
     def _guard(self) -> Iterator[None]:
@@ -145,8 +148,8 @@ class PostgresStore(SqlStore):
         try:
             yield
         except psycopg.errors.UniqueViolation as exc:
-            raise LedgerError(self._scrub(f"ledger {self.location}: already recorded "
-                                          f"({' '.join(str(exc).split())[:200]}); nothing written")) from None
+            raise LedgerError(f"ledger {self.location}: already recorded ({self._driver_text(exc, 200)}); "
+                              "nothing written") from None
         except psycopg.Error as exc:
             raise self._query_error(exc) from None
 
@@ -169,6 +172,9 @@ class PostgresStore(SqlStore):
 
     @contextmanager
     def _writing(self) -> Iterator[Any]:
+        # Pipeline mode: statements go out without waiting for each answer; the client
+        # waits only where it reads one (an id from RETURNING) and at COMMIT. A write is
+        # two round trips instead of five; the transaction is the same (all or nothing).
         with self._reading() as conn, self._guard(), conn.transaction():
             yield conn
 

@@ -115,6 +115,14 @@ MIGRATIONS: tuple[Migration, ...] = (
             registered_by TEXT NOT NULL
         )""",
     )),
+    # History asks for a card's (and shape's) newest rows: an index ending in id serves
+    # "WHERE card_id = ? AND shape = ? ORDER BY id DESC LIMIT n" from the index in order
+    # (version 2's (card_id, shape) made PostgreSQL walk the primary key backwards and
+    # filter, ~14 ms at 1 M rows); it supersedes that index, a prefix of it.
+    Migration(5, "history lookups by card and shape, newest first", (
+        "CREATE INDEX results_by_card_shape ON results (card_id, shape, id)",
+        "DROP INDEX results_by_shape",
+    )),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

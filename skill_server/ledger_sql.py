@@ -10,7 +10,10 @@ backend module.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import threading
 import uuid
 from datetime import UTC, datetime
 from collections.abc import Callable, Hashable
@@ -20,7 +23,7 @@ from typing import Any
 from .evidence import Evidence
 from pydantic import ValidationError
 
-from .ledger_models import LedgerError, StoredResult, StoredReverification, describe_error
+from .ledger_models import STORED_ROW, LedgerError, StoredResult, StoredReverification, describe_error
 from .ledger_store import (ReportEntry, ResultEntry, ResultQuery, ReverificationEntry, StoredReport, WriteBatch,
                            WriteReceipt)
 
@@ -49,6 +52,26 @@ class SqlStore:
 
     def _writing(self) -> AbstractContextManager[Any]:  # pragma: no cover - backend
         raise NotImplementedError
+
+    # -- one connection per thread and process (both backends) ------------------------
+    _local: threading.local
+
+    def _thread_connection(self) -> Any | None:
+        """This thread's connection, when this process opened it (a forked child never
+        uses its parent's)."""
+        conn = getattr(self._local, "conn", None)
+        return conn if conn is not None and self._local.pid == os.getpid() else None
+
+    def _keep_connection(self, conn: Any) -> Any:
+        self._local.conn, self._local.pid = conn, os.getpid()
+        return conn
+
+    def close(self) -> None:
+        """Close this thread's connection (others close when their threads end)."""
+        conn = self._thread_connection()
+        if conn is not None:
+            conn.close()
+        self._local.conn = None
 
     def _sql(self, sql: str) -> str:
         return sql.replace("?", "%s") if self.paramstyle == "format" else sql
@@ -116,10 +139,12 @@ class SqlStore:
         rid = cur.fetchone()[0]
         if TEST_HOOK_AFTER_RESULT_ROW is not None:
             TEST_HOOK_AFTER_RESULT_ROW(e)
-        for role, arm in (("baseline", r.baseline), ("candidate", r.candidate)):
-            self._run(conn, "INSERT INTO result_arms (result_id, role, name, time_ms) VALUES (?,?,?,?)",
-                      (rid, role, arm.name, arm.time_ms))
-        stored = StoredResult(**payload, id=rid, uid=uid, evidence=e.evidence)
+        self._run(conn, "INSERT INTO result_arms (result_id, role, name, time_ms) VALUES (?,?,?,?), (?,?,?,?)",
+                  (rid, "baseline", r.baseline.name, r.baseline.time_ms,
+                   rid, "candidate", r.candidate.name, r.candidate.time_ms))  # one round trip for both
+        # the record was validated on its way in: build the answer without running its rules again
+        stored = StoredResult.model_validate({**payload, "id": rid, "uid": uid, "evidence": e.evidence},
+                                             context=STORED_ROW)
         stored._payload = payload
         return stored
 
@@ -258,20 +283,34 @@ def _evidence(text: str | None) -> Evidence:
     return Evidence.model_validate_json(text) if text else Evidence(level="reported", note="recorded before evidence levels")
 
 
+def row_digest(rid: int, uid: str, payload: str, evidence_json: str | None) -> bytes:
+    """128 bits of BLAKE2b over a row's fields: the key under which its signature check is
+    remembered (``ledger.CHECKED_ROWS``); a row whose bytes change gets another key. NUL
+    separates the fields (no JSON text, uid or id holds one; a missing evidence is SOH)."""
+    text = "\0".join((str(int(rid)), uid, payload, "\1" if evidence_json is None else evidence_json))
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+
 def _result(rid: int, uid: str, payload: str, evidence_json: str | None) -> StoredResult:
+    # one parse of the payload serves both the record and its signature check: two parsers
+    # that could read one text two ways (duplicate keys, odd numbers) would let an edited row
+    # show one thing and have its signature checked against another
     data = json.loads(payload)
     try:
-        stored = StoredResult(**data, id=rid, uid=uid, evidence=_evidence(evidence_json))
+        stored = StoredResult.model_validate({**data, "id": rid, "uid": uid, "evidence": _evidence(evidence_json)},
+                                             context=STORED_ROW)
     except ValidationError as exc:
         problems = "; ".join(describe_error(e) for e in exc.errors()[:3])
         raise LedgerError(f"ledger result #{rid} does not validate (changed outside skill-server?): {problems}") from None
     stored._payload = data
+    stored._row = row_digest(rid, uid, payload, evidence_json)
     return stored
 
 
 def _reverification(row: tuple) -> StoredReverification:
     rid, uid, card_id, platform, status, reason, at, by, git_rev, detail, _level, evidence_json = row
-    return StoredReverification(id=rid, uid=uid, card_id=card_id, platform=json.loads(platform), status=status,
-                                reason=reason, recorded_at=at, recorded_by=by, git_rev=git_rev,
-                                detail=json.loads(detail), evidence=_evidence(evidence_json))
+    return StoredReverification.model_validate(
+        {"id": rid, "uid": uid, "card_id": card_id, "platform": json.loads(platform), "status": status,
+         "reason": reason, "recorded_at": at, "recorded_by": by, "git_rev": git_rev, "detail": json.loads(detail),
+         "evidence": _evidence(evidence_json)}, context=STORED_ROW)
 

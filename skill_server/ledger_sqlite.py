@@ -12,7 +12,6 @@ Integrity rules:
 """
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 import time
@@ -77,50 +76,85 @@ class SqliteStore(SqlStore):
     def _connection(self) -> sqlite3.Connection:
         """This thread's connection, opened once: closing the last connection makes
         SQLite checkpoint and fsync, which would cost every write ~15 ms more."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and self._local.pid == os.getpid():
-            return conn
+        conn = self._thread_connection()
         if conn is not None:
-            _INHERITED.append(conn)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+            return conn
+        inherited = getattr(self._local, "conn", None)
+        if inherited is not None:
+            _INHERITED.append(inherited)
+        if self.path.is_dir():
+            raise LedgerError(f"ledger {self.path} is a folder, not a ledger file: give the file's path "
+                              f"(e.g. {self.path / 'ledger.sqlite'}); nothing was read or written")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LedgerError(f"ledger {self.path}: cannot create its folder ({exc.strerror or exc}); "
+                              "nothing was read or written") from None
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+            self._refuse_a_foreign_database(conn)  # before WAL mode, which would rewrite the file's header
             self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
         except BaseException:
             conn.close()
             raise
-        self._local.conn, self._local.pid = conn, os.getpid()
-        return conn
+        return self._keep_connection(conn)
 
-    def close(self) -> None:
-        """Close this thread's connection (others close when their threads end)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and self._local.pid == os.getpid():
-            conn.close()
-        self._local.conn = None
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """SQLite's errors become one LedgerError line naming the file and what to do."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:  # OperationalError, IntegrityError, "not a database", ...
+            raise LedgerError(self._describe(exc)) from None
+
+    def _describe(self, exc: sqlite3.DatabaseError) -> str:
+        text = " ".join(str(exc).split())[:300]
+        low = text.lower()
+        if "not a database" in low or "encrypted" in low or "malformed" in low:
+            return (f"ledger {self.path}: not a skill-server ledger file (SQLite: {text}): give --ledger "
+                    "(or $SKILL_SERVER_LEDGER) the ledger's own file, or a new path; nothing was read or written")
+        if "readonly" in low or "read-only" in low:
+            return f"ledger {self.path} is read-only ({text}): make it writable, or copy it; nothing was written"
+        if "unable to open" in low:
+            return (f"ledger {self.path}: cannot open it ({text}): check that its folder exists and is writable; "
+                    "nothing was read or written")
+        return f"ledger {self.path}: SQLite failed the request ({text}); nothing of this request was stored"
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
-        conn = self._connection()
-        if not self._migrated:
-            if _read_version(conn) != SCHEMA_VERSION:  # skip the write lock when already current
-                self._retry(lambda: apply_migrations(conn))
-            self._migrated = True
-        yield conn
+        with self._guard():
+            conn = self._connection()
+            if not self._migrated:
+                if _read_version(conn) != SCHEMA_VERSION:  # skip the write lock when already current
+                    self._retry(lambda: apply_migrations(conn))
+                self._migrated = True
+            yield conn
+
+    def _refuse_a_foreign_database(self, conn: sqlite3.Connection) -> None:
+        """A SQLite file with tables but no ledger schema is another program's database:
+        never add the ledger's tables to it (nor switch it to WAL). A file that is not
+        SQLite at all fails here too, before anything is written."""
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
+                                             " AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+        if tables and "schema_version" not in tables:
+            shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+            raise LedgerError(f"ledger {self.path} is a SQLite database of something else (tables: {shown}), not a "
+                              "skill-server ledger: give the ledger its own file; nothing was read or written")
 
     @contextmanager
     def _writing(self) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction: committed whole or rolled back whole."""
-        with self._reading() as conn:
+        with self._reading() as conn, self._guard():
             self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
             try:
                 yield conn
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
 
     def _retry(self, fn: Callable[[], Any]) -> Any:

@@ -142,6 +142,8 @@ def match_view(result: Any, figures: int = 3) -> dict[str, Any]:
         out["not_applicable"].append({"card_id": n.card_id, "why": _why(n.reasons, ("failed",))})
     out["notes"] = result.notes
     out["cards_considered"] = result.cards_considered
+    if result.target_gen is not None:  # matched as if for another generation: say for which, and from which
+        out["target_gen"], out["source_gen"] = result.target_gen, result.source_gen
     return out
 
 
@@ -178,6 +180,10 @@ def profile_view(result: Any) -> dict[str, Any]:
         r = h.result
         row: dict[str, Any] = {"rank": h.rank, "op_name": h.op_name, "pct_gpu": h.pct_gpu, "calls": h.calls,
                                "shape": h.shape or (str(r.hotspot.shape) if r.hotspot.shape else None)}
+        if h.shape is not None:  # one of several rows for this kernel (per_variant: a shape or MoE stage each)
+            row["variant"] = True
+        if r.hotspot.stage is not None:
+            row["stage"] = r.hotspot.stage
         if r.matches:
             m = r.matches[0]
             row["match"] = {"card_id": m.card_id, "score": m.score,
@@ -188,8 +194,12 @@ def profile_view(result: Any) -> dict[str, Any]:
                 row["other_matches"] = [x.card_id for x in r.matches[1:]]
         row["abstained"] = [{"card_id": a.card_id, "missing": a.missing} for a in r.abstained]
         rows.append(row)
-    return {"format": result.format, "total_gpu_time_ns": result.total_gpu_time_ns, "hotspots": rows,
-            "notes": result.notes}
+    out = {"format": result.format, "total_gpu_time_ns": result.total_gpu_time_ns, "device_gen": result.device_gen,
+           "hotspots": rows, "notes": result.notes}
+    first = result.hotspots[0].result if result.hotspots else None
+    if first is not None and first.target_gen is not None:  # every row was matched as if for it
+        out["target_gen"] = first.target_gen
+    return out
 
 
 def profile_text(result: Any) -> str:
@@ -343,6 +353,7 @@ def verify_view(outcome: Any) -> dict[str, Any]:
         "stages": {n: st.status for n, st in rep.stages.items()},
         "shapes": shapes,
         "flags": [f"[{f.severity}] {f.code}: {clip(f.message, 200)}" for f in rep.flags if f.severity != "info"][:10],
+        "sandbox": rep.provenance.sandbox,
         "report": f"report://{outcome.report_id}", "level": outcome.level,
         "recorded": {"ids": rec.ids, "level": rec.level, "skipped": rec.skipped} if rec is not None else None,
         "not_recorded": outcome.not_recorded, "seconds": round(rep.seconds, 1),
@@ -367,6 +378,8 @@ def verify_text(outcome: Any) -> str:
     flags = [f"{f.code}: {clip(f.message, 160)}" for f in rep.flags if f.severity == "fail"]
     if flags:
         lines.append("Flags: " + "; ".join(flags[:4]))
+    if rep.provenance.sandbox:
+        lines.append(f"Sandbox: {rep.provenance.sandbox}.")
     if outcome.recorded is not None:
         lines.append(receipt_text(outcome.recorded))
     else:

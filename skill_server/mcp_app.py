@@ -2,7 +2,7 @@
 
 Each group lives in its own ``mcp_*`` module with ``register(server, service, settings)``;
 this file only lists them (add yours to ``MCP_MODULES``) and makes argument errors
-readable. Gated groups (code execution, record writing) register their tools only when
+readable and bounded (no error text echoes a large input whole). Gated groups (code execution, record writing) register their tools only when
 ``settings`` allows them: see ``mcp_settings.ServerSettings``.
 
 Nothing here imports torch, triton or flydsl; modules that need them import them
@@ -16,11 +16,13 @@ from collections.abc import Callable
 from typing import Any
 
 from mcp.server import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp.server.mcpserver.utilities.context_injection import find_context_parameter
+from mcp.shared.exceptions import MCPError
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import ValidationError
 
-from .mcp_common import describe_validation_error
+from .mcp_common import bounded, describe_validation_error
 from .mcp_settings import ServerSettings
 from .service import SkillService
 
@@ -34,6 +36,8 @@ MCP_MODULES = (
     "skill_server.mcp_resources",
     "skill_server.mcp_prompts",
 )
+
+MAX_URI_CHARS = 2048
 
 # Tool names other groups provide; the workflow prompt refers to them by these names.
 VERIFY_TOOL = "run_verifier"  # mcp_tools_verify (exec-gated)
@@ -56,6 +60,15 @@ class SkillMCPServer(MCPServer):
         super().__init__(*args, **kwargs)
         self._arg_names: dict[str, set[str]] = {}
 
+    async def list_tools(self) -> Any:
+        """As the SDK's, without the titles pydantic derives from argument names (``"Target
+        Gen"``, ``"match_skillArguments"``): tools/list is context an agent pays for in every
+        session, and the names say the same."""
+        tools = await super().list_tools()
+        for tool in tools:
+            _drop_derived_titles(tool.input_schema)
+        return tools
+
     def add_tool(self, fn: Callable[..., Any], name: str | None = None, *args: Any, **kwargs: Any) -> None:
         super().add_tool(fn, name, *args, **kwargs)  # a duplicate name keeps the first tool (SDK warns)
         ctx = find_context_parameter(fn)
@@ -68,11 +81,11 @@ class SkillMCPServer(MCPServer):
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         known = self._arg_names.get(name)
         if known is None:
-            raise ToolError(f"unknown tool {name!r}; tools: {', '.join(sorted(self._arg_names))}")
+            raise ToolError(bounded(f"unknown tool {name!r}; tools: {', '.join(sorted(self._arg_names))}"))
         unknown = sorted(set(arguments) - known)
         if unknown:
-            raise ToolError(f"invalid arguments for {name}: unknown argument(s) {unknown}; "
-                            f"{name} takes {sorted(known)}")
+            raise ToolError(bounded(f"invalid arguments for {name}: unknown argument(s) {unknown}; "
+                                    f"{name} takes {sorted(known)}"))
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError:
@@ -80,7 +93,49 @@ class SkillMCPServer(MCPServer):
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError):
                 raise ToolError(f"invalid arguments for {name}: {describe_validation_error(exc.__cause__)}") from None
-            raise
+            raise ToolError(bounded(str(exc))) from None
+
+    async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        """As the SDK's, but a failure is a protocol error whose message and data stay short
+        (the SDK would attach the whole URI as error data)."""
+        text = str(uri)
+        if len(text) > MAX_URI_CHARS:
+            raise MCPError(code=INVALID_PARAMS, data={"uri": bounded(repr(text), 200)},
+                           message=f"a resource URI of {len(text)} characters: no resource has a URI over "
+                           f"{MAX_URI_CHARS}; see skill://index")
+        try:
+            return await super().read_resource(uri, context)
+        except ResourceError as exc:
+            code = INVALID_PARAMS if isinstance(exc, ResourceNotFoundError) else INTERNAL_ERROR
+            raise MCPError(code=code, message=bounded(str(exc)), data={"uri": bounded(repr(text), 200)}) from exc
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
+        """As the SDK's, but an unknown prompt or bad arguments are an invalid-params error
+        with a short message (the SDK's ValueError reaches the client as 'Internal error')."""
+        known = sorted(p.name for p in await self.list_prompts())
+        if name not in known:
+            raise MCPError(code=INVALID_PARAMS, message=bounded(f"unknown prompt {name!r}; prompts: {', '.join(known)}"))
+        try:
+            return await super().get_prompt(name, arguments, context)
+        except ValueError as exc:
+            raise MCPError(code=INVALID_PARAMS, message=bounded(str(exc))) from None
+
+
+def _drop_derived_titles(schema: Any) -> None:
+    """Remove ``title`` keywords from a JSON schema in place; a property that is *named*
+    title stays (only schema dicts are walked, never the keys of ``properties``)."""
+    if not isinstance(schema, dict):
+        return
+    if isinstance(schema.get("title"), str):
+        del schema["title"]
+    for key in ("properties", "$defs"):
+        for sub in (schema.get(key) or {}).values():
+            _drop_derived_titles(sub)
+    for key in ("anyOf", "allOf", "oneOf", "prefixItems"):
+        for sub in schema.get(key) or ():
+            _drop_derived_titles(sub)
+    for key in ("items", "additionalProperties", "not"):
+        _drop_derived_titles(schema.get(key))
 
 
 def build_server(service: SkillService, settings: ServerSettings | None = None) -> SkillMCPServer:

@@ -5,20 +5,24 @@ reads to decide when to call (keep each well under 1 KB: clients truncate).
 
 list_skills, match_skill and get_recipe are ``async``: they answer from the in-memory
 catalog in about a millisecond, less than the SDK's hop to a worker thread costs (measured:
-~2 ms of server CPU per call). match_profile and reload_skills stay plain functions, so
+~2 ms of server CPU per call). A match_skill whose names are long enough to cost more runs
+on the CPU pool (``run_off_loop``). match_profile and reload_skills stay plain functions, so
 their file reads and parsing run on a worker thread and never stall the event loop.
+Client-supplied sizes and paths are checked against ``settings.client`` (``client_policy``).
 """
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import json
+from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
 from . import mcp_answers as answers
+from .client_policy import ClientInputError
 from .hotspot import GemmShape, Hotspot
-from .mcp_common import READ_ONLY, check_profile_path, tool_errors
+from .mcp_common import READ_ONLY, run_off_loop, tool_errors
 from .mcp_settings import ServerSettings
 from .service import MAX_PAGE, SkillService
 
@@ -37,11 +41,14 @@ it: says whether a validated expert recipe applies. Give op_name as printed plus
 for certain; never guess a field (a missing one makes the matcher abstain and say what to supply). \
 Returns matches, the recipe row for the shape, the floor, and each figure's evidence. Next: get_recipe."""
 
+# Longer names (op name plus segment kernels) are matched on the CPU pool, off the event loop.
+INLINE_NAME_CHARS = 512
+
 MATCH_PROFILE = """\
-Call this with a profiler file (rocprofv3 kernel_trace/kernel_stats CSV, or torch.profiler trace JSON, \
+Call this with a profiler file (rocprofv3 CSV, JSON or rocpd database, or torch.profiler trace JSON, \
 .gz ok) to rank its GPU hotspots by time and match each against the skills. Give path (a file on the \
-server's machine) or content (its text). gen, dtype, scale_format, regime fill in what the profile \
-does not say."""
+server's machine), content (its text) or content_base64. gen, dtype, scale_format, regime fill in \
+what the profile does not say."""
 
 GET_RECIPE = """\
 Call this after match_skill picks a card, to learn how to implement it: a summary (when to use, \
@@ -49,8 +56,20 @@ procedure, pitfalls, do-no-harm), with shape "MxNxK" the recipe row for it. Ask 
 full=true only when needed. Never answers for another card than card_id."""
 
 RELOAD_SKILLS = """\
-Call this after cards were added or edited and the change does not show yet (changed files are \
-picked up within about a second anyway). Returns the card count and card problems."""
+Call this after cards were added or edited and the change does not show yet (edits are picked up \
+within a second anyway). Returns the card count and problems."""
+
+
+def inline_text(content: str | dict[str, Any] | list[Any] | None) -> str | None:
+    """An inline profile as text. The SDK hands a JSON-looking string argument over already
+    parsed, so a JSON trace may arrive as the object: it is written back to compact JSON (and
+    then capped like any text)."""
+    if content is None or isinstance(content, str):
+        return content
+    try:
+        return json.dumps(content, separators=(",", ":"), allow_nan=False)
+    except (ValueError, RecursionError):
+        raise ClientInputError("content is JSON this server cannot write back (nested too deeply, or NaN)") from None
 
 
 def register(server: MCPServer, service: SkillService, settings: ServerSettings) -> None:
@@ -69,14 +88,19 @@ def register(server: MCPServer, service: SkillService, settings: ServerSettings)
     @server.tool(description=MATCH_SKILL, annotations=READ_ONLY)
     @tool_errors
     async def match_skill(hotspot: Hotspot, target_gen: TargetGen = None) -> CallToolResult:
-        result = service.match_skill(hotspot, target_gen=target_gen)
+        if len(hotspot.op_name) + sum(map(len, hotspot.segment_kernels)) > INLINE_NAME_CHARS:
+            result = await run_off_loop(lambda: service.match_skill(hotspot, target_gen=target_gen))
+        else:
+            result = service.match_skill(hotspot, target_gen=target_gen)
         return answers.answer(answers.match_text(result), answers.match_view(result))
 
     @server.tool(description=MATCH_PROFILE, annotations=READ_ONLY)
     @tool_errors
     def match_profile(
         path: Annotated[str | None, Field(description="file on the server's machine")] = None,
-        content: Annotated[str | None, Field(description="the file's text (instead of path)")] = None,
+        content: Annotated[str | dict[str, Any] | list[Any] | None,
+                           Field(description="the file's text (instead of path); a JSON trace may be the object")] = None,
+        content_base64: Annotated[str | None, Field(description="its bytes, base64")] = None,
         format: Annotated[str | None, Field(description="rocprof_trace, rocprof_stats, rocpd, torch_trace (default: detected)")] = None,
         gen: Gen = None,
         dtype: Dtype = None,
@@ -86,11 +110,10 @@ def register(server: MCPServer, service: SkillService, settings: ServerSettings)
         min_pct: Annotated[float, Field(ge=0.0, le=100.0, description="minimum share of GPU time, %")] = 0.0,
         target_gen: TargetGen = None,
     ) -> CallToolResult:
-        if path is not None:
-            check_profile_path(path, settings.profile_roots)
-        result = service.match_profile(path=path, content=content, format=format, gen=gen, dtype=dtype,
+        upload = settings.client.upload(inline_text(content), content_base64)
+        result = service.match_profile(path=path, content=upload, format=format, gen=gen, dtype=dtype,
                                        scale_format=scale_format, regime=regime, top=top, min_pct=min_pct,
-                                       target_gen=target_gen)
+                                       target_gen=target_gen, client=settings.client)
         return answers.answer(answers.profile_text(result), answers.profile_view(result))
 
     @server.tool(description=GET_RECIPE, annotations=READ_ONLY)

@@ -33,8 +33,7 @@ re-verifications, newest first. Filter by shape, platform or source."""
 CHECK_OVERLAP = """\
 Call this before writing a new skill card (draft_text: the SKILL.md) or to see how a card relates to \
 the others (card_id): the cards whose match space intersects it, what they share and what separates \
-them, exact duplicates, recorded duplicate-functionality reviews. Give one of draft_text, card_id, \
-match_spec."""
+them, duplicates, recorded reviews. Give one of draft_text, card_id, match_spec."""
 
 RECORD_RESULT = """\
 Call this to store a result in the ledger (run_verifier already records its own). Give one of: \

@@ -50,15 +50,15 @@ def register(server: MCPServer, service: SkillService, settings: ServerSettings)
     async def run_verifier(
         ctx: Context,
         card_id: str,
-        candidate: Annotated[str, Field(description="FILE.py:FUNC, package.module:FUNC, or arm:NAME")],
+        candidate: Annotated[str, Field(description="FILE.py:FUNC or arm:NAME")],
         baseline: Annotated[str | None, Field(description="default: the platform's")] = None,
         shapes: Annotated[list[str] | None, Field(description='default: the card\'s')] = None,
-        options: Annotated[dict[str, Any] | None, Field(description='VerifyOptions, e.g. {"rounds": 7}')] = None,
+        options: Annotated[dict[str, Any] | None, Field(description='e.g. {"rounds": 7}')] = None,
         record: Annotated[bool, Field(description="store in the ledger")] = True,
     ) -> CallToolResult:
         def work(report):
             return service.verify(card_id, candidate, baseline=baseline, shapes=shapes, options=options,
-                                  progress=report, record=record and can_record)
+                                  progress=report, record=record and can_record, client=settings.client)
 
         try:
             outcome = await run_with_progress(ctx, work)

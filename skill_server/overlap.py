@@ -6,9 +6,11 @@ their match spaces intersects. The dimensions and how each is intersected:
 - operator, gens, arch_class, dtypes, regimes: sets after normalisation (aliases such as
   MI355X -> gfx950 resolved); ``*`` means any.
 - scale_formats: sets; absent means "not constrained" (any format).
-- op_name: regexes cannot be intersected exactly in general, so each regex is *probed*:
-  sample names are generated from its structure (each alternative, repeats at their
-  minimum and one more, one character per class) and tested against the other regex.
+- op_name: a card's signature is its ``op_name_regex`` and its ``alternatives`` (any of
+  them names the hotspot, as in the matcher). Regexes cannot be intersected exactly in
+  general, so each regex is *probed*: sample names are generated from its structure (each
+  alternative, repeats at their minimum and one more, one character per class) and tested
+  against every regex of the other signature.
   A name both accept is a shared hotspot name (e.g. ``gemm_a8w8_blockscale``). No shared
   probe means the signatures are treated as disjoint (heuristic: stated in the report).
   A card without a regex takes any name of its operator classes.
@@ -213,14 +215,34 @@ def regex_samples(pattern: str, limit: int = SAMPLE_LIMIT) -> tuple[str, ...]:
     return tuple(s for s in samples if s and rx.search(s))
 
 
-def shared_names(pattern_a: str, pattern_b: str) -> tuple[list[str], bool]:
-    """(names both regexes accept among either's probes, whether every probe of each is
-    accepted by the other - i.e. the regexes are equivalent as far as probing can tell)."""
-    ra, rb = re.compile(pattern_a, re.IGNORECASE), re.compile(pattern_b, re.IGNORECASE)
-    sa, sb = regex_samples(pattern_a), regex_samples(pattern_b)
-    shared = [s for s in sa if rb.search(s)] + [s for s in sb if ra.search(s) and s not in sa]
-    equivalent = bool(sa and sb) and all(rb.search(s) for s in sa) and all(ra.search(s) for s in sb)
+def shared_names(pattern_a: str | list[str], pattern_b: str | list[str]) -> tuple[list[str], bool]:
+    """(names both signatures accept among either's probes, whether every probe of each is
+    accepted by the other - i.e. they are equivalent as far as probing can tell). A
+    signature is one regex or several (``op_name_regex`` plus its ``alternatives``): it
+    accepts a name when any of them does, as the matcher does."""
+    pa, pb = _as_patterns(pattern_a), _as_patterns(pattern_b)
+    ra, rb = _accepts_any(pa), _accepts_any(pb)
+    sa, sb = _samples(pa), _samples(pb)
+    shared = [s for s in sa if rb(s)] + [s for s in sb if ra(s) and s not in sa]
+    equivalent = bool(sa and sb) and all(map(rb, sa)) and all(map(ra, sb))
     return list(dict.fromkeys(shared)), equivalent
+
+
+def _as_patterns(patterns: str | list[str]) -> list[str]:
+    return [p for p in ([patterns] if isinstance(patterns, str) else patterns) if p]
+
+
+def _samples(patterns: list[str]) -> list[str]:
+    return list(dict.fromkeys(s for p in patterns for s in regex_samples(p)))
+
+
+def _accepts_any(patterns: list[str]) -> Callable[[str], bool]:
+    compiled = [re.compile(p, re.IGNORECASE) for p in patterns]
+    return lambda name: any(rx.search(name) for rx in compiled)
+
+
+def _shown(patterns: list[str]) -> str:
+    return " | ".join(f"/{p}/" for p in patterns)
 
 
 # ===================================================================== dimensions
@@ -255,29 +277,33 @@ def compare_sets(name: str, a: set[str], b: set[str], plural: str | None = None)
                                only_other=sorted(b - a), detail=detail)
 
 
-def compare_op_names(a: str, b: str) -> DimensionComparison:
+def compare_op_names(a: str | list[str], b: str | list[str]) -> DimensionComparison:
+    """Compare two op-name signatures: each one regex, or the card's ``patterns()``
+    (``op_name_regex`` and its ``alternatives``, any of which names the hotspot)."""
+    a, b = _as_patterns(a), _as_patterns(b)
     if not a and not b:
         return DimensionComparison(dimension="op_name", relation="identical",
                                    detail="neither has an op-name signature: both match on operator class and evidence")
     if not a or not b:
-        pattern = a or b
+        patterns = a or b
         who = "subject" if not a else "other card"
-        return DimensionComparison(dimension="op_name", relation="overlap", shared=list(regex_samples(pattern))[:8],
+        return DimensionComparison(dimension="op_name", relation="overlap", shared=_samples(patterns)[:8],
                                    detail=f"the {who} has no op-name signature and takes any name of its operator "
-                                          f"classes, including those /{pattern}/ accepts")
-    if a.strip() == b.strip():
-        return DimensionComparison(dimension="op_name", relation="identical", shared=list(regex_samples(a))[:8],
-                                   detail=f"same op-name signature /{a}/")
+                                          f"classes, including those {_shown(patterns)} accept")
+    if sorted(p.strip() for p in a) == sorted(p.strip() for p in b):
+        return DimensionComparison(dimension="op_name", relation="identical", shared=_samples(a)[:8],
+                                   detail=f"same op-name signature {_shown(a)}")
     shared, equivalent = shared_names(a, b)
     if equivalent:
         return DimensionComparison(dimension="op_name", relation="identical", shared=shared[:8],
-                                   detail=f"/{a}/ and /{b}/ accept each other's every probe name")
+                                   detail=f"{_shown(a)} and {_shown(b)} accept each other's every probe name")
     if shared:
         return DimensionComparison(dimension="op_name", relation="overlap", shared=shared[:8],
                                    detail=f"both signatures accept the hotspot name(s) {', '.join(repr(s) for s in shared[:4])}")
-    n = len(regex_samples(a)) + len(regex_samples(b))
+    n = len(_samples(a)) + len(_samples(b))
     return DimensionComparison(dimension="op_name", relation="disjoint",
-                               detail=f"no probe name ({n} generated from the two signatures) matches both /{a}/ and /{b}/")
+                               detail=f"no probe name ({n} generated from the two signatures) matches both "
+                                      f"{_shown(a)} and {_shown(b)}")
 
 
 def compare_evidence(a: MatchSpec, b: MatchSpec) -> DimensionComparison:
@@ -421,7 +447,7 @@ def compare(subject: Subject, other: Subject) -> OverlapFinding:
                      _norm_set(sb.scale_formats or ["*"], vocab.scale_format), "scale formats"),
         compare_sets("regimes", set(sa.regimes), set(sb.regimes), "regimes"),
     ]
-    dims.append(compare_op_names(sa.profile_signature.op_name_regex, sb.profile_signature.op_name_regex))
+    dims.append(compare_op_names(sa.profile_signature.patterns(), sb.profile_signature.patterns()))
     dims.append(compare_evidence(sa, sb))
     # the shape grid is the costly probe: only when nothing else separates the cards
     if all(d.relation != "disjoint" for d in dims):
@@ -438,7 +464,7 @@ def compare(subject: Subject, other: Subject) -> OverlapFinding:
     else:
         kind = "overlap"
     op = next(d for d in dims if d.dimension == "op_name")
-    names = op.shared if op.relation != "disjoint" and sa.profile_signature.op_name_regex and sb.profile_signature.op_name_regex else []
+    names = op.shared if op.relation != "disjoint" and sa.profile_signature.patterns() and sb.profile_signature.patterns() else []
     supersedes = ("subject" if other.id and other.id in subject.supersedes
                   else "other" if subject.id and subject.id in other.supersedes else None)
     return OverlapFinding(

@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from verifiers.report import ShapeReport, VerificationReport
 
@@ -50,6 +50,9 @@ class SignedReport(BaseModel):
     digest: str | None = Field(None, pattern=r"^[0-9a-f]{64}$",
                                description="sha256 of the report's canonical JSON; checked against the content")
     signature: Signature | None = None
+    # the report as the client sent it: the digest is over these bytes, so a report issued by an
+    # older version (fields since added or dropped) still matches and is stored as issued
+    _sent: dict[str, Any] | None = PrivateAttr(default=None)
 
     @property
     def report_id(self) -> str:
@@ -86,12 +89,14 @@ def parse_submitted_report(data: Any) -> SignedReport:
     except ValidationError as exc:
         problems = "; ".join(describe_error(e) for e in exc.errors()[:8])
         raise ReportRejected(f"not a verifier report (verifiers.report.VerificationReport): {problems}") from None
-    actual = report_digest(signed.report)
+    actual = sha256_hex(canonical_json(envelope["report"]))
     if signed.digest is not None and signed.digest != actual:
         raise ReportRejected(f"report digest {signed.digest[:16]}... does not match its content "
                              f"({actual[:16]}...): the report was changed after it was issued; nothing written "
                              "(send it without the digest to record it as reported)")
-    return signed.model_copy(update={"digest": actual})
+    out = signed.model_copy(update={"digest": actual})
+    out._sent = envelope["report"]
+    return out
 
 
 def bind_report(report: VerificationReport, known_cards: dict[str, Card], card_id: str | None = None) -> Card:
@@ -185,7 +190,13 @@ def _record(report: VerificationReport, s: ShapeReport, card: Card, candidate: s
         candidate=ArmResult(name=candidate, time_ms=ab.median_b_ms if ab is not None and timed else None),
         parity=parity, parity_passed=(s.parity.status == "PASS") if s.parity is not None else None,
         stages=stages, platform=platform, git_rev=report.provenance.git_text(), recorded_by=recorded_by,
-        source=source, notes="; ".join(problems)[:4000] or None)
+        source=source, notes=_notes(problems, report.provenance.sandbox))
+
+
+def _notes(problems: list[str], sandbox: str | None) -> str | None:
+    """The failed stages, then what confined the candidate (``verifiers.sandbox``)."""
+    parts = problems + ([f"sandbox: {sandbox}"] if sandbox else [])
+    return "; ".join(parts)[-4000:] if parts else None
 
 
 def candidate_arm_name(candidate: str) -> str:
@@ -225,7 +236,9 @@ def stored_report(signed: SignedReport, recorded_by: str, source: str) -> Report
     report = signed.report
     return ReportToStore(digest=signed.digest or report_digest(report), harness_digest=report.provenance.harness_digest,
                          card_id=report.card_id, problem=report.problem, verdict=report.verdict,
-                         recorded_by=recorded_by, source=source, report_json=report.model_dump_json())
+                         recorded_by=recorded_by, source=source,
+                         report_json=(json.dumps(signed._sent, separators=(",", ":"), allow_nan=True)
+                                      if signed._sent is not None else report.model_dump_json()))
 
 
 def envelope_json(report_json: str, digest: str, signature: Signature | None) -> str:

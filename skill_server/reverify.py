@@ -8,6 +8,14 @@ Per card, in order (stages in ``reverify_stages``, prerequisites in ``reverify_p
    verifier shapes; on a box without a GPU not applicable (the reason says so);
 4. claims against the card's floor and recorded figures.
 
+On a box with no AMD GPU (``emulated_runner`` set; the service sets it) the card's ROCm
+reference arm also runs on the ``gfx950-emulated`` platform (FlyDSL code objects on the
+gfx950 emulator, parity only, at the problem's emulation-sized shapes): that is a second
+``CardRun`` of its own, with the platform ``cpu/gfx950-emulated`` (never an MI355X result),
+its own signed report and status row. The capability probes see both verifier reports
+(``ProbeContext.verifier_reports``): the project's own reference kernel passing its gates
+and its emulated (or gfx950 hardware) parity satisfies a capability.
+
 The per-card status is defined in ``claims.py``. The verifier's report goes through the
 one report -> records seam (``report_records``); the service records statuses, results
 and report together, signed. Heavy imports (torch, flydsl) happen only inside the stage
@@ -22,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .cards import ParsedCard
-from .ledger_models import PlatformInfo, ResultRecord
+from .ledger_models import PlatformInfo, ResultRecord, normalise_platform
 from .reverify_models import (CardReverification, PrerequisiteCheck, ProgressFn, ReverifyProgress, ReverifyReport, ShapeOutcome,
                               StageResult, short)
 from .reverify_probes import ProbeContext, ProbeLoadError, card_probes, check_prerequisite, probes_path
@@ -40,6 +48,8 @@ class CardRun:
     result: CardReverification
     report: Any = None
     records: list[ResultRecord] = field(default_factory=list)
+    platform: PlatformInfo | None = None  # None: the box's own platform
+    emulated: "CardRun | None" = None  # the same card on gfx950-emulated (a run of its own)
 
 
 @dataclass
@@ -55,6 +65,8 @@ class Reverifier:
     shapes_override: dict[str, list[str]] | None = None
     verifier_on_cpu: bool = False
     verifier_options: Any = None
+    # the card's ROCm reference arm on the gfx950-emulated platform (None: not run)
+    emulated_runner: VerifierRunner | None = None
 
     def run(self, cards: list[ParsedCard], progress: ProgressFn | None = None):
         """Yield one ``CardRun`` per card, in order (so each can be recorded at once)."""
@@ -62,7 +74,10 @@ class Reverifier:
             def say(stage: str, message: str, _i: int = i, _id: str = parsed.card.id) -> None:
                 if progress is not None:
                     progress(ReverifyProgress(index=_i, total=len(cards), card_id=_id, stage=stage, message=message))
-            yield self.reverify_card(parsed, say)
+            run = self.reverify_card(parsed, say)
+            yield run
+            if run.emulated is not None:
+                yield run.emulated
 
     def reverify_card(self, parsed: ParsedCard, say: Callable[[str, str], None] = lambda s, m: None) -> CardRun:
         card = parsed.card
@@ -73,28 +88,35 @@ class Reverifier:
         stages.append(gate_stage)
         say("gates", f"{gate_stage.status}: {short(gate_stage.reason, 100)}")
 
-        say("prerequisites", f"{len(card.prerequisites)} prerequisite(s)")
-        pre_stage, checks = self._prerequisite_stage(parsed, reports)
-        stages.insert(0, pre_stage)
-        say("prerequisites", stages[0].status)
-
         say("verifier", "verifier")
         verifier_stage, shapes, report, records = self._verifier_stage(parsed, lambda m: say("verifier", m))
         stages.append(verifier_stage)
         say("verifier", f"{verifier_stage.status}: {short(verifier_stage.reason, 100)}")
+
+        emulated = self._emulated_stage(parsed, lambda m: say("emulated", m))
+        # prerequisites last: the probes may rest on this run's gates and verifier reports
+        say("prerequisites", f"{len(card.prerequisites)} prerequisite(s)")
+        runs = [r for r in (report, emulated[2] if emulated else None) if r is not None]
+        pre_stage, checks = self._prerequisite_stage(parsed, reports, runs)
+        stages.insert(0, pre_stage)
+        say("prerequisites", stages[0].status)
 
         stages.append(claims_stage(parsed, self.platform, verifier_stage, shapes))
         status, reason = decide(stages)
         result = CardReverification(card_id=card.id, platform=self.platform.key, status=status, reason=reason,
                                     prerequisites=checks, stages=stages, shapes=shapes)
         say("done", status)
-        return CardRun(result=result, report=report, records=records)
+        run = CardRun(result=result, report=report, records=records)
+        if emulated is not None:
+            run.emulated = self._emulated_run(parsed, pre_stage, checks, gate_stage, emulated)
+        return run
 
     # -- prerequisites -------------------------------------------------------------------
-    def _prerequisite_stage(self, parsed: ParsedCard, gate_reports: list[Any]
+    def _prerequisite_stage(self, parsed: ParsedCard, gate_reports: list[Any], verifier_reports: list[Any] = ()
                             ) -> tuple[StageResult, list[PrerequisiteCheck]]:
         card = parsed.card
-        ctx = ProbeContext(project_root=self.project_root, card_id=card.id, gate_reports=gate_reports)
+        ctx = ProbeContext(project_root=self.project_root, card_id=card.id, gate_reports=gate_reports,
+                           verifier_reports=list(verifier_reports))
         where = str(probes_path(self.project_root, card).relative_to(self.project_root))
         load_problem = None
         if self.probes is not None:
@@ -157,6 +179,60 @@ class Reverifier:
         if derived.skipped:
             stage.reason += f"; result rows not stored in the ledger ({'; '.join(derived.skipped)})"
         return stage, outcomes, report, derived.records
+
+
+    # -- gfx950-emulated ---------------------------------------------------------------
+    def _emulated_stage(self, parsed: ParsedCard, say: Callable[[str], None]
+                        ) -> tuple[StageResult, list[ShapeOutcome], Any, list[ResultRecord], PlatformInfo] | None:
+        """The card's ROCm reference arm on gfx950-emulated, when this box has no AMD GPU, the
+        problem declares an emulation and the box can compile and emulate; else None (the
+        prerequisite probes then say what is missing)."""
+        card, vb = parsed.card, parsed.card.verifier
+        if self.emulated_runner is None or vb is None or self.platform.runtime == "rocm" or not vb.reference.get("rocm"):
+            return None
+        try:
+            from verifiers.gfx950.emulator.verifier_arms import toolchain_problem
+            from verifiers.problem import EMULATED_PLATFORM, for_platform, load_problem
+            from verifiers.provenance import emulated_platform
+
+            problem = for_platform(load_problem(vb.problem), EMULATED_PLATFORM)
+        except (ImportError, ValueError):  # no emulation declared: nothing to run
+            return None
+        if toolchain_problem():
+            return None
+        candidate, baseline = vb.reference["rocm"], problem.emulation.baseline
+        shapes = ["x".join(str(d[n]) for n in problem.dim_names) for d in problem.shapes]
+        try:
+            from verifiers.options import VerifyOptions
+
+            report = self.emulated_runner(vb.problem, candidate, baseline, shapes, say,
+                                          options=VerifyOptions(device=EMULATED_PLATFORM))
+        except Exception as exc:  # noqa: BLE001 - the card's own emulation could not run: a card failure
+            stage = StageResult(name="verifier", status="FAIL", reason=f"{EMULATED_PLATFORM}: the verifier could not run "
+                                f"{vb.problem} (arm:{candidate} vs {baseline}): {type(exc).__name__}: {exc}")
+            return stage, [], None, [], emulated_platform()
+        from .report_records import ReportRejected, bind_report, derive_records
+
+        platform = emulated_platform(report.provenance.device_name)
+        try:
+            bind_report(report, {card.id: card}, card.id)
+            derived = derive_records(report, card, self.recorded_by, "reverify")
+        except (ReportRejected, AttributeError, TypeError) as exc:
+            return StageResult(name="verifier", status="FAIL", reason=f"unusable emulated verifier report: {exc}"), \
+                [], None, [], platform
+        stage, outcomes = verifier_outcomes(report, shapes, candidate, baseline)
+        stage.reason = f"{EMULATED_PLATFORM} (CPU, parity only, not timed): {stage.reason}"
+        return stage, outcomes, report, derived.records, platform
+
+    def _emulated_run(self, parsed: ParsedCard, pre_stage: StageResult, checks: list[PrerequisiteCheck],
+                      gate_stage: StageResult, emulated: tuple) -> CardRun:
+        stage, outcomes, report, records, platform = emulated
+        platform = normalise_platform(platform)
+        stages = [pre_stage, gate_stage, stage, claims_stage(parsed, platform, stage, outcomes)]
+        status, reason = decide(stages)
+        result = CardReverification(card_id=parsed.card.id, platform=platform.key, status=status, reason=reason,
+                                    prerequisites=checks, stages=stages, shapes=outcomes)
+        return CardRun(result=result, report=report, records=records, platform=platform)
 
 
 def now() -> datetime:

@@ -34,6 +34,8 @@ class ProbeContext(BaseModel):
     card_id: str
     capability: str = ""
     gate_reports: list[Any] = Field(default_factory=list, description="verifiers.gfx950.gates.GateReport of this run")
+    verifier_reports: list[Any] = Field(default_factory=list, description="verifiers.report.VerificationReport of "
+                                        "this run: the box's own verification and the gfx950-emulated one")
 
 
 class ProbeResult(BaseModel):

@@ -12,8 +12,10 @@ from pydantic import BaseModel, Field
 
 from . import DEFAULT_SKILLS_DIR
 from .cards import CardProblem, ParsedCard, RecipeRow
+from .card_files import artifact_names
 from .catalog import Catalog, CatalogHolder
 from .claims import Reverification
+from .client_policy import ClientPolicy
 from .hotspot import GemmShape, Hotspot
 from .matching import MatchResult, match_hotspot, target_compute_units
 from .service_errors import ServiceError
@@ -206,20 +208,28 @@ class SkillService(LedgerService):
                       gen: str | None = None, dtype: str | None = None, scale_format: str | None = None,
                       regime: Literal["prefill", "decode"] | None = None, top: int = 20,
                       min_pct: float = 0.0, max_bytes: int | None = None,
-                      target_gen: str | None = None) -> ProfileMatchResult:
+                      target_gen: str | None = None, client: ClientPolicy | None = None) -> ProfileMatchResult:
         """Rank a profile's kernels by GPU time and match each. The defaults given here
         (gen, dtype, ...) fill only what the profile itself did not reveal; ``target_gen``
         matches every hotspot as if for that generation. A kernel that ran at several GEMM
-        shapes or in both MoE stages is matched once per variant."""
+        shapes or in both MoE stages is matched once per variant.
+
+        With ``client`` (a request from an MCP client, not the operator) ``path`` is
+        opened only under the policy's roots (``confinement``), the profile is capped at
+        the policy's size, and an error about a file never quotes the file."""
         from .profiles import ProfileError, load_profile
 
         if (path is None) == (content is None):
             raise ServiceError("give exactly one of path (a file on the server's machine) or content (the file's text)")
-        try:
-            summary = load_profile(path=path, content=content, format=format, top=top, min_pct=min_pct,
-                                   max_bytes=max_bytes)
-        except ProfileError as exc:
-            raise ServiceError(str(exc)) from None
+        options = dict(format=format, top=top, min_pct=min_pct)
+        if client is not None and path is not None:
+            summary = _load_client_profile(path, client, options)
+        else:
+            try:
+                summary = load_profile(path=path, content=content, **options,
+                                       max_bytes=client.max_profile_bytes if client is not None else max_bytes)
+            except ProfileError as exc:
+                raise ServiceError(str(exc)) from None
         notes = list(summary.notes)
         if gen is not None and summary.device_gen is not None:
             try:
@@ -256,7 +266,7 @@ class SkillService(LedgerService):
         parsed = self.card(card_id)  # never substitutes another card
         card = parsed.card
         base = dict(card_id=card.id, title=card.title, available_sections=list(parsed.sections),
-                    artifacts=sorted(p.name for p in parsed.folder.glob("*.yaml")),
+                    artifacts=artifact_names(self.catalog, card.id),
                     validation_status=card.validation.status, last_verified=card.validation.last_verified,
                     reverification=self.evidence_for(card.id, str(_parse_gemm_shape(shape)) if shape else None))
         if full:
@@ -369,6 +379,26 @@ def _parse_gemm_shape(shape: GemmShape | str) -> GemmShape:
     try:
         return parse_gemm_shape(shape)
     except ValueError as exc:  # ShapeTextError, or the GemmShape bounds
+        raise ServiceError(str(exc)) from None
+
+
+def _load_client_profile(path: str, client: ClientPolicy, options: dict):
+    """A client-named profile: opened under the roots, parsed from the opened file, and
+    any parser error rebuilt to name the client's path and withhold the file's text."""
+    from .confinement import PROFILE_FILE, ConfinementError, open_confined, withhold_file_text
+    from .profiles import ProfileError, load_profile
+
+    try:
+        with open_confined(path, client.file_roots, PROFILE_FILE) as opened:
+            try:
+                return load_profile(path=opened.read_path, max_bytes=client.max_profile_bytes, **options)
+            except ProfileError as exc:
+                # ``expected`` and ``where`` (a column, a JSON path) are the parser's own text
+                exempt = " ".join(x for x in (exc.expected, exc.where, opened.read_path, str(opened.real)) if x)
+                reason = withhold_file_text(exc.reason, opened, exempt=exempt, scan_bytes=client.max_profile_bytes)
+                raise ServiceError(str(ProfileError(reason, file=opened.label, line=exc.line,
+                                                    where=exc.where, expected=exc.expected))) from None
+    except ConfinementError as exc:
         raise ServiceError(str(exc)) from None
 
 

@@ -28,6 +28,7 @@ from .service_errors import ServiceError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .claims_cache import ClaimsCache
+    from .client_policy import ClientPolicy
     from .ledger import Ledger
     from .drafting import DraftResult, DraftSummary, PromoteResult
     from .fleet_models import FleetReport
@@ -152,11 +153,16 @@ class LedgerService:
 
     def verify(self, card_id: str, candidate: str, baseline: str | None = None, shapes: list[str] | None = None,
                options: dict | Any = None, progress: Callable[[int, int, str], None] | None = None, *,
-               record: bool = False, recorded_by: str | None = None) -> VerifyOutcome:
+               record: bool = False, recorded_by: str | None = None, client: "ClientPolicy | None" = None
+               ) -> VerifyOutcome:
         """Run the card's verifier on this box (parity against the immutable oracle, runtime
         signatures, same-session A/A + interleaved A/B timing) and, when ``record``, store
         the report and its records as ``verified``. Unrecorded reports stay readable
-        (``get_report``) and recordable by id for a while."""
+        (``get_report``) and recordable by id for a while.
+
+        With ``client`` (an MCP client, not the operator) the candidate must be a file under
+        the policy's roots or an arm, and only the policy's effort options may be set over the
+        operator's: the worker's interpreter, output files and the parity rules stay the server's."""
         from verifiers.api import verify
         from verifiers.options import VerifyOptions
 
@@ -168,6 +174,9 @@ class LedgerService:
         if record:
             self._writable()
         try:
+            if client is not None:
+                candidate = client.candidate(candidate)
+                options = client.verify_options(options)
             opts = options if isinstance(options, VerifyOptions) else VerifyOptions.model_validate(options or {})
             refusal = verify_refusal(opts.device, opts.profile)
             if refusal:  # a box that cannot run it refuses with the doctor's line
@@ -361,14 +370,17 @@ class LedgerService:
     # -- re-verification -----------------------------------------------------------
     def reverify(self, card_id: str | None = None, progress=None, *, gates: bool = True, verifier: bool = True,
                  record: bool = True, recorded_by: str | None = None, platform=None, probes=None,
-                 gate_runner=None, verifier_runner=None, **smoke) -> "ReverifyReport":
+                 gate_runner=None, verifier_runner=None, emulate: bool | None = None, **smoke) -> "ReverifyReport":
         """Re-check each card (or one) on this box; record a signed status per card and
         platform, with the verifier's report and results.
 
         ``progress`` receives ``ReverifyProgress`` events. ``platform``, ``probes``,
         ``gate_runner`` and ``verifier_runner`` replace the box's own (tests, or a caller
         that already knows the platform); ``smoke`` passes ``shapes_override`` /
-        ``verifier_on_cpu`` / ``verifier_options`` to the ``Reverifier``."""
+        ``verifier_on_cpu`` / ``verifier_options`` to the ``Reverifier``. ``emulate``: also run
+        the cards' FlyDSL reference arms on gfx950-emulated (recorded under that platform);
+        default: with the gates (both are the gfx950 compile work) and the verifier's own runner,
+        on a box with no AMD GPU."""
         from verifiers.provenance import detect_platform, read_git_revision
 
         from .ledger_models import normalise_platform
@@ -389,12 +401,15 @@ class LedgerService:
                         probes=dict(probes) if probes is not None else None,
                         gate_runner=(gate_runner or default_gate_runner) if gates else None,
                         verifier_runner=(verifier_runner or default_verifier_runner) if verifier else None,
+                        emulated_runner=default_verifier_runner if (
+                            emulate if emulate is not None else gates and verifier and verifier_runner is None
+                            and plat.runtime != "rocm") else None,
                         **smoke)
         started = now()
         outcomes = []
         for run in rv.run(cards, progress):
             outcomes.append(run.result)
-            self.record_card_run(run, plat, who, rev, record=record)
+            self.record_card_run(run, run.platform or plat, who, rev, record=record)
         return ReverifyReport(platform=plat, git_rev=rev, started_at=started, finished_at=now(), cards=outcomes,
                               ledger=self.ledger.store.location if record else None)
 

@@ -20,22 +20,25 @@ def test_mi355x_flush_is_judged_against_l2s_plus_the_mall():
     arch = "gfx950:sramecc+:xnack-"
     known = doctor_seams.known_amd_cache(arch)
     assert known is not None and known.shared_llc_bytes == 256 * MIB  # the feature suffixes do not hide the arch
-    flush = doctor_seams.flush_rule_bytes("rocm", 4 * MIB)  # torch reports one XCD's 4 MiB L2
-    verdict = judge_caches("rocm", arch, 4 * MIB, known, flush, "AMD Instinct MI355X")
+    # without the arch the rule knows only its 512 MiB ROCm floor: 64 MiB short of 2 x (32 MiB of L2s + 256 MiB MALL)
+    floor_only = doctor_seams.flush_rule_bytes("rocm", 4 * MIB)  # torch reports one XCD's 4 MiB L2
+    verdict = judge_caches("rocm", arch, 4 * MIB, known, floor_only, "AMD Instinct MI355X")
     d = verdict.details
     assert d.llc_bytes == 8 * 4 * MIB + 256 * MIB and d.required_flush_bytes == 2 * d.llc_bytes
-    # the verifier's 512 MiB ROCm floor is 64 MiB short of 2 x (32 MiB of L2s + 256 MiB MALL)
-    assert flush == 512 * MIB and verdict.status == "warn" and "64 MiB short" in verdict.finding
+    assert floor_only == 512 * MIB and verdict.status == "warn" and "64 MiB short" in verdict.finding
     assert str(d.required_flush_bytes) in verdict.fix
-    assert judge_caches("rocm", arch, 4 * MIB, known, d.required_flush_bytes).status == "ok"
+    # with the arch the device reports, the verifier's own rule covers the L2s and the MALL
+    flush = doctor_seams.flush_rule_bytes("rocm", 4 * MIB, arch)
+    assert flush == d.required_flush_bytes == 576 * MIB
+    assert judge_caches("rocm", arch, 4 * MIB, known, flush, "AMD Instinct MI355X").status == "ok"
 
 
 def test_h200_l2_is_covered_and_an_unknown_amd_mall_is_said_so():
     flush = doctor_seams.flush_rule_bytes("cuda", 60 * MIB)
     assert judge_caches("cuda", None, 60 * MIB, None, flush, "NVIDIA H200").status == "ok"
-    unknown = judge_caches("rocm", "gfx942:sramecc+:xnack-", 4 * MIB, doctor_seams.known_amd_cache("gfx942"),
-                           doctor_seams.flush_rule_bytes("rocm", 4 * MIB))
-    assert unknown.status == "warn" and "gfx942" in unknown.finding and "not known" in unknown.finding
+    unknown = judge_caches("rocm", "gfx90a:sramecc+:xnack-", 8 * MIB, doctor_seams.known_amd_cache("gfx90a"),
+                           doctor_seams.flush_rule_bytes("rocm", 8 * MIB, "gfx90a"))
+    assert unknown.status == "warn" and "gfx90a" in unknown.finding and "not known" in unknown.finding
 
 
 # ---------------------------------------------------------------------------- timer floor

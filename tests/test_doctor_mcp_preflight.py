@@ -65,10 +65,29 @@ def test_mcp_run_verifier_refuses_with_the_doctors_line():
     async def call(client):
         return await client.call_tool("run_verifier", {
             "card_id": "flydsl_fp8_blockscale_gemm", "candidate": "arm:torch_dequant", "baseline": "torch_dequant",
-            "shapes": ["128x256x512"], "options": {"device": "cuda", "timing": False, "profile": False}})
+            "shapes": ["128x256x512"], "options": {"device": "cuda", "timing": False}})
 
     res = with_client(build(allow_exec_tools=True), call)
     assert res.is_error
     text = res.content[0].text
     assert "verification refused on this box" in text and "doctor device: not_applicable: no GPU" in text
 
+
+
+def test_a_passed_preflight_is_remembered_a_refusal_is_not(monkeypatch):
+    from skill_server import doctor, doctor_preflight
+
+    calls = []
+    real = doctor.run_doctor
+    monkeypatch.setattr(doctor, "run_doctor", lambda checks, **kw: calls.append(list(checks)) or real(checks, **kw))
+    monkeypatch.setattr(doctor_preflight, "_passed", {})
+    # as on a GPU build asked for the CPU: the torch check runs in the doctor's process and passes
+    monkeypatch.setattr(doctor_preflight, "peek_torch_build", lambda: "cuda")
+    assert doctor_preflight.verify_refusal("cpu") is None
+    assert doctor_preflight.verify_refusal("cpu") is None
+    assert calls == [["torch"]]
+    # a GPU asked of this CPU build is refused every time, each time asked of the doctor again
+    monkeypatch.setattr(doctor_preflight, "peek_torch_build", lambda: "cpu")
+    for _ in range(2):
+        assert "no GPU" in (doctor_preflight.verify_refusal("cuda") or "")
+    assert calls[1:] == [["torch", "device"], ["torch", "device"]]

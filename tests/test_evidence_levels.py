@@ -187,3 +187,41 @@ def test_records_signed_with_another_deployments_key_are_reported(svc, tmp_path)
     other.record_result(record())  # creates a new key
     r = other.get_validation_history(BLOCKSCALE).results[-1]
     assert r.evidence.level == "reported" and "another key" in r.evidence.note
+
+
+def test_a_report_issued_before_a_schema_change_still_checks_and_is_stored_as_issued(svc):
+    """The digest is over the report as sent, not over what this version's model re-dumps: a
+    report of an older version (a field since dropped) keeps its signature and its bytes."""
+    from skill_server.evidence import canonical_json, sha256_hex
+
+    envelope = signed(svc, report())
+    envelope["report"]["shape_reports"][0]["threads"] = {"python_before": 1, "python_after": 1}  # an older field
+    envelope["digest"] = sha256_hex(canonical_json(envelope["report"]))
+    envelope["signature"] = json.loads(svc.ledger.sign_report(envelope["digest"]).model_dump_json())
+    receipt = svc.record_result(report=envelope, recorded_by="agent")
+    assert receipt.level == "verified", receipt.note
+    assert receipt.report_id == envelope["digest"][:16]
+    [row] = results(svc)
+    assert row.evidence.level == "verified" and row.evidence.report_digest == envelope["digest"]
+
+
+def test_rows_read_before_they_were_changed_are_checked_again_and_answers_are_copies(svc):
+    """Reads remember signature checks by the rows' bytes: a row edited in the database after a
+    read is checked afresh, and what one caller does to its answer never reaches the next."""
+    svc.record_result(report=signed(svc, report()))
+    svc.ledger.history(BLOCKSCALE)  # checked and remembered
+    [first] = svc.ledger.history(BLOCKSCALE)  # the check from memory
+    assert first.evidence.level == "verified"
+    first.speedup = 9.9  # a caller scribbling on its answer
+    with pytest.raises(ValueError):
+        first.evidence.level = "reported"  # evidence is replaced, never edited
+    [again] = svc.ledger.history(BLOCKSCALE)
+    assert again.evidence.level == "verified" and again.speedup == pytest.approx(1.3)
+    conn = sqlite3.connect(svc.ledger.path)
+    payload = json.loads(conn.execute("SELECT payload_json FROM results").fetchone()[0])
+    payload["speedup"] = payload["baseline"]["time_ms"] = payload["interval"][1] = 1.31
+    conn.execute("UPDATE results SET payload_json = ?", (json.dumps(payload),))
+    conn.commit()
+    conn.close()
+    [edited] = results(svc)
+    assert edited.speedup == 1.31 and edited.evidence.level == "reported" and "changed after it was signed" in edited.evidence.note

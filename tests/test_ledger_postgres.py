@@ -29,6 +29,21 @@ def _cli(*args: str, env: dict[str, str] | None = None, cwd=None) -> subprocess.
                           env=subprocess_env(**(env or {})), cwd=cwd)
 
 
+def _cli_here(capsys, monkeypatch, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The CLI in this process (as ``_cli`` runs it, without a Python start-up per call)."""
+    from skill_server.cli import main
+
+    for name in ("SKILL_SERVER_TOKEN", "SKILL_SERVER_LEDGER"):
+        monkeypatch.delenv(name, raising=False)
+    with monkeypatch.context() as m:
+        for name, value in (env or {}).items():
+            m.setenv(name, value)
+        capsys.readouterr()
+        code = main(list(args))
+        out = capsys.readouterr()
+    return subprocess.CompletedProcess(list(args), code, out.out, out.err)
+
+
 def _signed_report(svc: SkillService) -> dict:
     rows = [shape_report("4096x2048x7168", 1.3, baseline="ck_blockscale")]
     rep = verification_report(BLOCKSCALE, rows, candidate="arm:flydsl_4wave", **report_platform(GFX950))
@@ -129,7 +144,7 @@ def test_a_copy_that_does_not_read_back_the_same_rolls_back_whole(pg_backend, tm
 
 
 # ----------------------------------------------------------------- the fleet's key
-def test_a_shared_ledger_never_makes_up_a_key_and_refuses_a_second_one(pg_backend, tmp_path, monkeypatch):
+def test_a_shared_ledger_never_makes_up_a_key_and_refuses_a_second_one(pg_backend, tmp_path, monkeypatch, capsys):
     skills = make_project(tmp_path)
     missing = tmp_path / "no-key-here" / "signing.key"
     monkeypatch.setenv("SKILL_SERVER_KEY", str(missing))
@@ -139,9 +154,9 @@ def test_a_shared_ledger_never_makes_up_a_key_and_refuses_a_second_one(pg_backen
         svc.record_result([record()])
     assert not missing.exists() and not missing.parent.exists()
 
-    created = _cli("ledger-key", "--create", str(missing))
+    created = _cli_here(capsys, monkeypatch, "ledger-key", "--create", str(missing))
     assert created.returncode == 0 and "fingerprint" in created.stdout and missing.stat().st_mode & 0o777 == 0o600
-    assert _cli("ledger-key", "--create", str(missing)).returncode == 2  # never replaced
+    assert _cli_here(capsys, monkeypatch, "ledger-key", "--create", str(missing)).returncode == 2  # never replaced
     first = SkillService(skills, ledger_path=pg_backend.location)
     first.record_result([record()])
     assert pg_backend.raw("SELECT COUNT(*) FROM signing_keys") == [(1,)]
@@ -149,14 +164,14 @@ def test_a_shared_ledger_never_makes_up_a_key_and_refuses_a_second_one(pg_backen
     rotated = tmp_path / "rotated.key"
     create_key(rotated)
     env = {"SKILL_SERVER_KEY": str(rotated), "SKILL_SERVER_LEDGER": pg_backend.location}
-    shown = _cli("ledger-key", env=env)
+    shown = _cli_here(capsys, monkeypatch, "ledger-key", env=env)
     assert shown.returncode == 2 and "not registered" in shown.stderr
     rec = tmp_path / "rec.json"
     rec.write_text(json.dumps(record()))
-    refused = _cli("--skills-dir", str(skills), "record", str(rec), env=env)
+    refused = _cli_here(capsys, monkeypatch, "--skills-dir", str(skills), "record", str(rec), env=env)
     assert refused.returncode == 2 and "is another" in refused.stderr
     assert pg_backend.raw("SELECT COUNT(*) FROM results") == [(1,)]
-    assert _cli("ledger-key", "--register", env=env).returncode == 0  # a deliberate rotation
+    assert _cli_here(capsys, monkeypatch, "ledger-key", "--register", env=env).returncode == 0  # a deliberate rotation
     monkeypatch.setenv("SKILL_SERVER_KEY", str(rotated))
     SkillService(skills, ledger_path=pg_backend.location).record_result([record()])
     assert pg_backend.raw("SELECT COUNT(*) FROM results") == [(2,)]
@@ -172,7 +187,10 @@ def _one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
     return lines[0]
 
 
-def test_an_unreachable_server_wrong_credentials_and_a_newer_schema_each_get_one_clear_line(pg_backend, tmp_path):
+def test_an_unreachable_server_wrong_credentials_and_a_newer_schema_each_get_one_clear_line(pg_backend, tmp_path,
+                                                                                           capsys, monkeypatch):
+    """In this process (a Python start-up per call would cost most of the test), and once as
+    a real process: its stderr is the one line, no traceback."""
     skills = make_project(tmp_path)
     password = urlsplit(pg_backend.location).password
     SkillService(skills, ledger_path=pg_backend.location).record_result([record()])
@@ -186,16 +204,21 @@ def test_an_unreachable_server_wrong_credentials_and_a_newer_schema_each_get_one
                          (wrong, ("cannot connect", "password authentication failed", "check the user and password"))):
         for argv in (("record", str(rec)), ("history", BLOCKSCALE), ("reverify", "--card", BLOCKSCALE, "--no-gates",
                                                                       "--no-verifier")):
-            line = _one_line_error(_cli("--skills-dir", str(skills), "--ledger", url, *argv), *needles)
+            line = _one_line_error(_cli_here(capsys, monkeypatch, "--skills-dir", str(skills), "--ledger", url, *argv),
+                                   *needles)
             assert password not in line and "not-the-password" not in line and "***" in line
+    line = _one_line_error(_cli("--skills-dir", str(skills), "--ledger", wrong, "record", str(rec)),
+                           "password authentication failed")
+    assert "not-the-password" not in line
 
     pg_backend.raw("INSERT INTO schema_version VALUES (?, 'later')", (SCHEMA_VERSION + 1,))
     for argv in (("record", str(rec)), ("history", BLOCKSCALE)):
-        line = _one_line_error(_cli("--skills-dir", str(skills), "--ledger", pg_backend.location, *argv),
+        line = _one_line_error(_cli_here(capsys, monkeypatch, "--skills-dir", str(skills), "--ledger",
+                                         pg_backend.location, *argv),
                                f"schema version {SCHEMA_VERSION + 1} is newer", "upgrade skill-server")
         assert password not in line
     assert pg_backend.raw("SELECT COUNT(*) FROM results") == [(1,)]  # nothing written by any of them
-    copy = _cli("ledger-copy", pg_backend.location, str(tmp_path / "x.sqlite"))
+    copy = _cli_here(capsys, monkeypatch, "ledger-copy", pg_backend.location, str(tmp_path / "x.sqlite"))
     _one_line_error(copy, "is newer")
     assert not (tmp_path / "x.sqlite").exists() or Ledger(tmp_path / "x.sqlite").history() == []
 
@@ -206,3 +229,38 @@ def test_psycopg_is_imported_only_for_a_database_ledger():
     out = subprocess.run([__import__("sys").executable, "-c", code], capture_output=True, text=True,
                          env=subprocess_env(SKILL_SERVER_LEDGER=""), timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+@pytest.mark.parametrize("url, needle", [
+    ("postgresql://skill@127.0.0.1:notaport/db", "not a valid PostgreSQL URL (Port could not be cast"),
+    ("postgresql://[::1/db", "not a valid PostgreSQL URL (Invalid IPv6 URL)"),
+    ("postgresql://skill@127.0.0.1:5432/db?sslmode=bogus", 'invalid sslmode value: "bogus"'),
+], ids=["port", "ipv6", "option"])
+def test_a_malformed_url_is_one_clear_line_before_any_connection(url, needle, tmp_path, capsys, monkeypatch):
+    from skill_server.cli import main
+
+    create_key(tmp_path / "fleet.key")
+    monkeypatch.setenv("SKILL_SERVER_KEY", str(tmp_path / "fleet.key"))
+    monkeypatch.setenv("SKILL_SERVER_STATE_DIR", str(tmp_path / "state"))
+    rec = tmp_path / "rec.json"
+    rec.write_text(json.dumps(record()))
+    for argv in (("record", str(rec)), ("history", BLOCKSCALE)):
+        code = main(["--skills-dir", str(SKILLS), "--ledger", url, *argv])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1 and needle in err and "Traceback" not in err, err
+
+
+def test_the_password_is_never_shown_nor_located_by_masking(pg_backend):
+    """A short password occurs inside ordinary words of the driver's message: masking each
+    occurrence would show where, and so what, it is. The message is kept (the password is not
+    a token of it); a driver message that does name it is withheld whole."""
+    dead = _with_password(pg_backend.location, "e").replace(f":{urlsplit(pg_backend.location).port}/",
+                                                             f":{free_port()}/")
+    with pytest.raises(LedgerError) as refused:
+        open_store(dead).key_ids()
+    line = str(refused.value)
+    assert "Connection refused" in line and "check that the PostgreSQL server runs" in line and ":***@" in line
+    bad_escape = _with_password(pg_backend.location, "s3cr%zzet")
+    with pytest.raises(LedgerError) as withheld:
+        open_store(bad_escape).key_ids()
+    assert "s3cr" not in str(withheld.value) and "withheld" in str(withheld.value), str(withheld.value)

@@ -22,11 +22,13 @@ pytestmark = pytest.mark.slow
 
 CANDIDATE = f"{REPO / 'tests' / 'fixtures' / 'candidates' / 'blockscale_dequant.py'}:build"
 SHAPES = ["128x256x512", "256x128x256"]
-QUICK = {"rounds": 5, "block_ms": 5, "bootstrap_samples": 200, "hidden_shapes": False, "seeds": [0]}
+QUICK = {"rounds": 5, "block_ms": 5, "bootstrap_samples": 200, "seeds": [0]}
+# what only the operator may set (a client sets effort knobs only), and where candidates may live
+OPERATOR = ["--verify-options", '{"hidden_shapes": false}', "--root", str(REPO / "tests" / "fixtures" / "candidates")]
 HOTSPOT = {"op_name": "gemm_a8w8_blockscale_bpreshuffle", "gen": "MI355X", "scale_format": "fp32_block",
            "shape": {"M": 4096, "N": 2048, "K": 7168}}
 # what the verifier's progress says in each stage it runs (load, parity, signature+segment, timing)
-STAGE_WORDS = {"load": ("loading",), "parity": ("parity",), "profile": ("profiling",), "timing": ("A/B",)}
+STAGE_WORDS = {"load": ("loading", "starting the candidate"), "parity": ("parity",), "profile": ("profiling",), "timing": ("A/B",)}
 TOKEN = "loop-token-0123456789"
 
 
@@ -106,7 +108,7 @@ def test_the_agent_loop_over_stdio(tmp_path):
     ledger = tmp_path / "var" / "ledger.sqlite"
     cmd = cli_command()
     params = StdioServerParameters(command=cmd[0], args=[*cmd[1:], "--ledger", str(ledger), "serve", "--quiet",
-                                                         "--enable-exec-tools", "--enable-write-tools"],
+                                                         "--enable-exec-tools", "--enable-write-tools", *OPERATOR],
                                    env=subprocess_env(), cwd=str(tmp_path))
 
     async def run():
@@ -122,7 +124,7 @@ def test_the_agent_loop_over_http(tmp_path):
     port = free_port()
     ledger = tmp_path / "var" / "ledger.sqlite"
     proc = subprocess.Popen([*cli_command(), "--ledger", str(ledger), "serve", "--transport", "http", "--port",
-                             str(port), "--quiet", "--enable-exec-tools", "--enable-write-tools"],
+                             str(port), "--quiet", "--enable-exec-tools", "--enable-write-tools", *OPERATOR],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(tmp_path),
                             env=subprocess_env(SKILL_SERVER_TOKEN=TOKEN))
     try:

@@ -109,6 +109,23 @@ def test_symlink_out_is_refused_with_a_reason_and_not_listed(escape_server):
     assert all("leak" not in uri for uri in blockscale["artifacts"])
 
 
+def test_a_card_folder_symlinked_from_outside_is_neither_listed_nor_matched_nor_served(escape_server):
+    async def run(c):
+        listed = await c.call_tool("list_skills", {"limit": 200})
+        matched = await c.call_tool("match_skill", {"hotspot": {"op_name": "gemm_a8w8_mxfp8_kernel", "gen": "gfx950"}})
+        recipe = await c.call_tool("get_recipe", {"card_id": "linked_out_card"})
+        return listed, matched, recipe
+
+    listed, matched, recipe = with_client(escape_server, run)
+    assert "linked_out_card" not in {s["id"] for s in listed.structured_content["skills"]}
+    considered = {e["card_id"] for key in ("matches", "abstained", "not_applicable")
+                  for e in matched.structured_content.get(key, [])}
+    assert "flydsl_mxfp8_8wave_gemm" in considered and "linked_out_card" not in considered
+    assert recipe.is_error and "unknown card 'linked_out_card'" in recipe.content[0].text
+    entries = json.loads(read(escape_server, "skill://index").text)
+    assert "linked_out_card" not in {e["id"] for e in entries}
+
+
 def test_unknown_artifact_error_lists_the_cards_files(server):
     with pytest.raises(MCPError, match="validation_gfx950.yaml"):
         read(server, f"skill://{BLOCKSCALE}/nope.yaml")

@@ -153,11 +153,11 @@ def test_match_profile_reads_a_path_or_inline_content(server):
 
 
 def test_match_profile_path_is_refused_outside_the_operators_roots(tmp_path):
-    confined = build(profile_roots=(tmp_path,))
+    confined = build(file_roots=(tmp_path,))
     result = with_client(confined, lambda c: c.call_tool(
         "match_profile", {"path": str(PROFILES / "rocprofv3_kernel_trace.csv")}))
     assert result.is_error and "outside the folders" in text(result) and "content" in text(result)
-    no_paths = build(profile_roots=())
+    no_paths = build(file_roots=())
     result = with_client(no_paths, lambda c: c.call_tool("match_profile", {"path": "/etc/passwd"}))
     assert result.is_error and "pass the file's text as content" in text(result)
 
@@ -211,3 +211,26 @@ def test_the_context_an_agent_pays_stays_within_budget():
     tools, match, profile = with_client(everything, run)
     assert size(tools) <= 16_000 and size(match) <= 4_000 and size(profile) <= 8_000, (
         size(tools), size(match), size(profile))
+
+
+def test_match_profile_takes_a_json_trace_inline_as_text_or_as_the_parsed_object(server):
+    """The SDK parses a JSON-looking string argument before validation: a torch trace sent as
+    content (text) or as the object itself is read like the file, under the same size cap."""
+    trace_text = (PROFILES / "torch_rocm_trace.json").read_text()
+
+    async def run(c):
+        by_path = await c.call_tool("match_profile", {"path": str(PROFILES / "torch_rocm_trace.json"), "top": 3})
+        as_text = await c.call_tool("match_profile", {"content": trace_text, "top": 3})
+        as_object = await c.call_tool("match_profile", {"content": json.loads(trace_text), "top": 3})
+        as_events = await c.call_tool("match_profile", {"content": json.loads(trace_text)["traceEvents"], "top": 3})
+        return by_path, as_text, as_object, as_events
+
+    by_path, as_text, as_object, as_events = with_client(server, run)
+    for got in (by_path, as_text, as_object, as_events):
+        assert not got.is_error, text(got)
+    want = by_path.structured_content["hotspots"]
+    assert want and as_text.structured_content["hotspots"] == want == as_object.structured_content["hotspots"]
+    assert [h["op_name"] for h in as_events.structured_content["hotspots"]] == [h["op_name"] for h in want]
+    capped = build(max_upload_bytes=len(trace_text) // 2)
+    big = with_client(capped, lambda c: c.call_tool("match_profile", {"content": json.loads(trace_text)}))
+    assert big.is_error and "upload limit" in text(big)

@@ -174,3 +174,26 @@ def test_cli_overlap_exits_1_on_a_duplicate(tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["findings"][0]["card_id"] == MXFP8 and data["findings"][0]["kind"] == "distinct"
     assert main(["overlap"]) == 2
+
+
+def test_signature_alternatives_count_as_names_the_card_answers(svc):
+    """A card names its hotspot by op_name_regex or any alternative (the matcher searches
+    all of them): a draft whose own regex shares nothing with the block-scale card but whose
+    alternatives (aiter's CK instance names, torch's scaled_mm op) do is an overlap."""
+    draft = as_draft(BLOCKSCALE, "blockscale_by_alternatives",
+                     ('op_name_regex: "kernel_gemm_xdl.*blockscale|gemm_a8w8_blockscale"',
+                      'op_name_regex: "my_private_fp8_gemm"'))
+    report = svc.check_overlap(draft_text=draft)
+    assert BLOCKSCALE in report.overlaps
+    f = next(f for f in report.findings if f.card_id == BLOCKSCALE)
+    op = next(d for d in f.dimensions if d.dimension == "op_name")
+    assert op.relation == "overlap" and {"a8w8_blockscale", "aten::_scaled_mm"} & set(op.shared)
+    assert "a8w8_blockscale" in " ".join(f.shared_hotspot_names)
+
+
+def test_op_name_comparison_takes_every_regex_of_a_signature():
+    assert compare_op_names(["only_mine"], ["theirs", "only_mine_too"]).relation == "overlap"
+    assert compare_op_names(["alpha_kernel", "beta_kernel"], ["beta_kernel", "alpha_kernel"]).relation == "identical"
+    disjoint = compare_op_names(["alpha_kernel"], ["beta_kernel", "gamma_kernel"])
+    assert disjoint.relation == "disjoint" and "/gamma_kernel/" in disjoint.detail
+    assert compare_op_names("alpha_kernel", "alpha_kernel").relation == "identical"  # one regex still works

@@ -130,3 +130,19 @@ def test_bad_rocprofv3_json_records(rec, needle) -> None:
     with pytest.raises(ProfileError) as err:
         load_profile(content=results_json([rec]))
     assert needle in str(err.value) and "kernel_dispatch[0]" in str(err.value)
+
+
+def test_rocprofv3_json_streams_records_and_resolves_symbols_that_come_after_them(monkeypatch) -> None:
+    import trace_readers.source as source
+
+    doc = json.loads(results_json([record(1, 100, 600, 1), record(2, 700, 800, 2)] * 500))
+    tool = doc["rocprofiler-sdk-tool"][0]
+    tool["kernel_symbols"] = tool.pop("kernel_symbols")  # now after buffer_records, as a streamer meets it last
+    text = json.dumps(doc, indent=1)
+    real = source.Source.text_chunks
+    monkeypatch.setattr(source.Source, "text_chunks", lambda self, size=1 << 20: real(self, 97))  # records cut anywhere
+    s = load_profile(content=text)
+    assert s.dispatch_count == 1000 and [h.full_name for h in s.hotspots] == ["ck::gemm()", "moe_sum_kernel"]
+    with pytest.raises(ProfileError) as err:  # cut inside a record: one line, with where it ended
+        load_profile(content=text[: len(text) // 2])
+    assert "truncated" in str(err.value) and "<content>:" in str(err.value)

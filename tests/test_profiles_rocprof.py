@@ -219,3 +219,57 @@ def test_fast_paths_agree_with_the_csv_module(monkeypatch, block_chars) -> None:
         (int(r["Start_Timestamp"]), int(r["End_Timestamp"]), int(r["Correlation_Id"]), int(r["Dispatch_Id"])) for r in ref]
     assert {d.lane for d in got.dispatches} == {("Agent 4", "1", "1")}
     assert {d.resources.vgpr_count for d in got.dispatches} == {128} and got.skipped == {"MEMORY_COPY": 1}
+
+
+def _records(trace):
+    return [(d.name, d.start_ns, d.end_ns, d.lane, d.correlation_id, d.dispatch_id,
+             None if d.resources is None else (d.resources.vgpr_count, d.resources.lds_bytes, d.resources.workgroup_size))
+            for d in trace.dispatches]
+
+
+@pytest.mark.parametrize("variant", ["rocm6_fixture", "rocm7_agent_names_crlf", "bom_and_memory_copies",
+                                     "every_field_quoted"])
+def test_the_numpy_block_parse_reads_what_the_generic_paths_read(monkeypatch, variant) -> None:
+    """rocprofv3's own rows go through one numpy parse per block; without numpy (or for any
+    block it does not take) the generic paths read the same records."""
+    from profile_support import kernel_trace_csv
+    import trace_readers.rocprof_csv as rocprof_csv
+    from trace_readers import read_trace
+
+    if variant == "rocm6_fixture":
+        text = (Path(__file__).parent / "fixtures" / "profiles" / "rocprofv3_kernel_trace.csv").read_text()
+    else:
+        text = kernel_trace_csv([(f"void ck::gemm<{i % 3}, float>(ck::Arg)", 100 + i) for i in range(400)])
+        if variant == "bom_and_memory_copies":
+            rows = text.replace('"Agent 4"', "4").splitlines(keepends=True)
+            rows.insert(7, rows[7].replace('"KERNEL_DISPATCH"', '"MEMORY_COPY"'))
+            text = "\ufeff" + "".join(rows)
+        if variant == "every_field_quoted":  # csv.QUOTE_ALL: numbers quoted too (the generic paths read them)
+            import csv
+            import io
+
+            out = io.StringIO()
+            csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(
+                csv.reader(io.StringIO(text, newline="")))
+            text = out.getvalue()
+    monkeypatch.setattr(rocprof_csv, "_BLOCK_CHARS", 997)  # many blocks, cut anywhere
+    taken = []
+    real = rocprof_csv._KernelTraceReader.numeric
+    monkeypatch.setattr(rocprof_csv._KernelTraceReader, "numeric",
+                        lambda self, block, n: taken.append(real(self, block, n)) or taken[-1])
+    fast = read_trace(content=text)
+    assert any(taken) == (variant != "every_field_quoted"), taken
+    monkeypatch.setattr(rocprof_csv, "_numpy", lambda: None)
+    generic = read_trace(content=text)
+    assert _records(fast) == _records(generic) and fast.skipped == generic.skipped
+    assert fast.dispatches[0].resources is not None and len(fast.dispatches) > 3
+    ref = [r for r in csv_rows(text) if r["Kind"] == "KERNEL_DISPATCH"]
+    assert [(d.start_ns, d.end_ns) for d in fast.dispatches] == [
+        (int(r["Start_Timestamp"]), int(r["End_Timestamp"])) for r in ref]
+
+
+def csv_rows(text: str) -> list[dict]:
+    import csv
+    import io
+
+    return list(csv.DictReader(io.StringIO(text.lstrip("\ufeff"), newline="")))

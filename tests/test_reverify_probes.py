@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from contextlib import contextmanager
 import json
 
 import pytest
@@ -10,7 +11,7 @@ from ledger_support import BLOCKSCALE, CPU, MOE, MXFP8, REPO, SKILLS
 
 from skill_server.cards import Prerequisite
 from skill_server.catalog import Catalog
-from skill_kernels.probe_common import flydsl_sources, search_flydsl
+from skill_kernels.probe_common import flydsl_checkout_kernels, flydsl_sources, search_flydsl
 from skill_server.ledger import PlatformInfo
 from skill_server.reverify_probes import ProbeContext, card_probes, check_prerequisite
 from skill_server.service import SkillService
@@ -61,12 +62,44 @@ def test_a_flydsl_checkout_on_the_path_with_a_block_scale_gemm_is_found(catalog,
     (pkg / "gemm").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "gemm" / "__init__.py").write_text("")
-    (pkg / "gemm" / "fp8_gemm_blockscale_preshuffle.py").write_text("def compile_fp8_blockscale_gemm(): ...\n")
-    monkeypatch.syspath_prepend(str(tmp_path / "checkout"))
-    monkeypatch.delitem(__import__("sys").modules, "kernels", raising=False)
-    importlib.invalidate_caches()
-    res = probes(catalog, BLOCKSCALE)["flydsl_software_blockscale_core"](ctx(catalog, BLOCKSCALE))
+    (pkg / "gemm" / "fp8_gemm_blockscale_preshuffle.py").write_text(
+        "import flydsl\n\ndef compile_fp8_blockscale_gemm(): ...\n")
+    with fresh_kernels_import(monkeypatch, tmp_path / "checkout"):
+        res = probes(catalog, BLOCKSCALE)["flydsl_software_blockscale_core"](ctx(catalog, BLOCKSCALE))
     assert res["met"] is True and any("fp8_gemm_blockscale_preshuffle.py" in e for e in res["evidence"])
+
+
+@needs_flydsl
+def test_a_package_called_kernels_that_is_not_flydsls_is_not_searched(catalog, tmp_path, monkeypatch):
+    pkg = tmp_path / "other" / "kernels"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "fp8_gemm_blockscale_preshuffle.py").write_text("import torch\n")  # a name that would match
+    with fresh_kernels_import(monkeypatch, tmp_path / "other"):
+        res = probes(catalog, BLOCKSCALE)["flydsl_software_blockscale_core"](ctx(catalog, BLOCKSCALE))
+        assert not any(str(pkg) in e for e in res["evidence"]), res
+        assert flydsl_checkout_kernels(REPO) == []
+
+
+@contextmanager
+def fresh_kernels_import(monkeypatch, root):
+    """``kernels`` importable from ``root`` for the block; whatever a probe imported under
+    that name is dropped afterwards (a stale ``sys.modules`` entry would make every later
+    probe see this test's folder)."""
+    import sys
+
+    saved = {k: v for k, v in sys.modules.items() if k == "kernels" or k.startswith("kernels.")}
+    for k in saved:
+        del sys.modules[k]
+    monkeypatch.syspath_prepend(str(root))
+    importlib.invalidate_caches()
+    try:
+        yield
+    finally:
+        for k in [k for k in sys.modules if k == "kernels" or k.startswith("kernels.")]:
+            del sys.modules[k]
+        sys.modules.update(saved)
+        importlib.invalidate_caches()
 
 
 def test_the_projects_own_kernels_folder_is_not_mistaken_for_a_flydsl_checkout(monkeypatch):
@@ -82,15 +115,95 @@ def test_the_projects_own_kernels_folder_is_not_mistaken_for_a_flydsl_checkout(m
     assert not any(str(REPO / "kernels") in h for h in hits)
 
 
-@pytest.mark.skipif(toolchain_problem() is not None, reason="FlyDSL / ld.lld for gfx950 not installed")
-def test_the_scaled_mfma_capability_is_present_when_flydsl_compiles_for_gfx950(catalog):
+needs_toolchain = pytest.mark.skipif(toolchain_problem() is not None, reason="FlyDSL / ld.lld for gfx950 not installed")
+
+
+FLYDSL_ARM = {BLOCKSCALE: "flydsl_4wave", MXFP8: "flydsl_4wave", MOE: "flydsl_fp8"}  # the cards' rocm reference arms
+
+
+def emulated_run(card_id, parity_ok=True, platform="gfx950-emulated", device="gfx950 emulator on CPU (test)"):
+    """A verifier report of the card's reference arm as the verifier writes it (the real
+    emulated runs are in tests/test_emulator_verifier.py and tests/test_reverify_emulated.py)."""
+    from ledger_support import shape_report, verification_report
+
+    props = {"gcnArchName": "gfx950:sramecc+:xnack-"} if platform == "rocm" else {"emulated_arch": "gfx950"}
+    rep = verification_report(card_id, [shape_report("64x256x128", None, parity_ok=parity_ok)], platform=platform,
+                              device=device, props=props, candidate=f"arm:{FLYDSL_ARM[card_id]}")
+    from verifiers.report import aggregate_stages
+
+    rep.stages = aggregate_stages(rep.shape_reports)
+    return rep
+
+
+def scaled_gates(folder, status="PASS"):
+    return [GateReport(folder=folder, target="bm128", status=status, mfma={"v_mfma_scale_f32_16x16x128_f8f6f4": 32})]
+
+
+@needs_toolchain
+def test_the_scaled_mfma_capability_needs_the_reference_kernel_to_pass_gates_and_emulated_parity(catalog):
     p = prereq(catalog, MXFP8, "gfx950_scaled_mfma")
-    check = check_prerequisite(p, ctx(catalog, MXFP8), probes(catalog, MXFP8))
-    assert check.met is True and "toolchain and op present" in check.detail
-    compiled = GateReport(folder=MXFP8, target="bm128", status="PASS", mfma={"v_mfma_scale_f32_16x16x128_f8f6f4": 32})
-    check = check_prerequisite(p, ctx(catalog, MXFP8, [compiled]), probes(catalog, MXFP8))
-    assert check.met is True and "compiled here" in check.detail
-    assert check.evidence == ["target bm128: 32 v_mfma_scale instruction(s) in the compiled gfx950 ISA"]
+    pr = probes(catalog, MXFP8)
+    alone = check_prerequisite(p, ctx(catalog, MXFP8), pr)  # toolchain and op, nothing run
+    assert alone.met is False and "gates did not run" in alone.detail and "emulated parity did not run" in alone.detail
+    gated = check_prerequisite(p, ctx(catalog, MXFP8, scaled_gates(MXFP8)), pr)
+    assert gated.met is False and "emulated parity did not run" in gated.detail
+    both = ProbeContext(project_root=REPO, card_id=MXFP8, gate_reports=scaled_gates(MXFP8),
+                        verifier_reports=[emulated_run(MXFP8)])
+    check = check_prerequisite(p, both, pr)
+    assert check.met is True and "parity on gfx950-emulated (64x256x128" in check.detail
+    assert "target bm128: 32 v_mfma_scale instruction(s) in the compiled gfx950 ISA" in check.evidence
+    wrong = both.model_copy(update={"verifier_reports": [emulated_run(MXFP8, parity_ok=False)]})
+    check = check_prerequisite(p, wrong, pr)
+    assert check.met is False and "emulated parity does not hold" in check.detail
+    failing_gates = both.model_copy(update={"gate_reports": scaled_gates(MXFP8, "FAIL")})
+    check = check_prerequisite(p, failing_gates, pr)
+    assert check.met is False and "static gfx950 gates fail (bm128)" in check.detail
+
+
+@needs_toolchain
+@pytest.mark.parametrize(("card", "name"), [(BLOCKSCALE, "flydsl_software_blockscale_core"),
+                                            (MOE, "flydsl_moe_fp8_partial_store")])
+def test_the_projects_reference_kernel_satisfies_the_capability_with_gates_and_emulated_parity(catalog, card, name):
+    p, pr = prereq(catalog, card, name), probes(catalog, card)
+    gates = [GateReport(folder=card, target="t0", status="PASS")]
+    met = ProbeContext(project_root=REPO, card_id=card, gate_reports=gates, verifier_reports=[emulated_run(card)])
+    check = check_prerequisite(p, met, pr)
+    assert check.met is True and f"the project's reference kernel (arm:{FLYDSL_ARM[card]})" in check.detail
+    assert "not an MI355X run" in check.detail
+    # a report of another card, or one of a candidate file, is no evidence for this card
+    other = emulated_run(MXFP8 if card != MXFP8 else BLOCKSCALE)
+    foreign = met.model_copy(update={"verifier_reports": [other]})
+    assert check_prerequisite(p, foreign, pr).met is False
+    for candidate in ("my_rewrite.py:build", "arm:torch_dequant", "arm:triton_bf16"):  # only the FlyDSL arms count
+        rewrite = emulated_run(card)
+        rewrite.candidate = candidate
+        assert check_prerequisite(p, met.model_copy(update={"verifier_reports": [rewrite]}), pr).met is False
+
+
+@needs_toolchain
+def test_a_real_gfx950_device_passing_parity_satisfies_the_capability_without_emulation(catalog):
+    p, pr = prereq(catalog, BLOCKSCALE, "flydsl_software_blockscale_core"), probes(catalog, BLOCKSCALE)
+    hw = emulated_run(BLOCKSCALE, platform="rocm", device="AMD Instinct MI355X")
+    check = check_prerequisite(p, ProbeContext(project_root=REPO, card_id=BLOCKSCALE, verifier_reports=[hw]), pr)
+    assert check.met is True and "passed parity on this gfx950 device (AMD Instinct MI355X)" in check.detail
+    mi300 = emulated_run(BLOCKSCALE, platform="rocm", device="AMD Instinct MI300X")
+    mi300.provenance.device_properties = {"gcnArchName": "gfx942:sramecc+:xnack-"}
+    check = check_prerequisite(p, ProbeContext(project_root=REPO, card_id=BLOCKSCALE, verifier_reports=[mi300]), pr)
+    assert check.met is False
+
+
+@pytest.mark.parametrize(("card", "name"), [(BLOCKSCALE, "flydsl_software_blockscale_core"),
+                                            (MOE, "flydsl_moe_fp8_partial_store"), (MXFP8, "gfx950_scaled_mfma")])
+def test_a_box_without_a_linker_says_exactly_what_is_missing(catalog, monkeypatch, tmp_path, card, name):
+    """No ld.lld anywhere: every capability names the places looked at and how to fix it,
+    whatever gate reports or emulated runs a context carries."""
+    monkeypatch.setenv("SKILL_SERVER_LD_LLD", str(tmp_path / "no-ld.lld"))
+    gates = [GateReport(folder=card, target="t0", status="PASS")]
+    c = ProbeContext(project_root=REPO, card_id=card, gate_reports=gates, verifier_reports=[emulated_run(card)])
+    check = check_prerequisite(prereq(catalog, card, name), c, probes(catalog, card))
+    if check.met is not False:  # a FlyDSL checkout with such a kernel on the path (not this box)
+        pytest.skip(check.detail)
+    assert f"SKILL_SERVER_LD_LLD={str(tmp_path / 'no-ld.lld')!r} is not an executable file" in check.detail
 
 
 def test_the_scaled_mfma_capability_is_absent_without_the_toolchain(catalog, monkeypatch):
@@ -128,9 +241,12 @@ def test_reverify_on_this_cpu_box_reports_what_holds_here(tmp_path):
     svc = SkillService(SKILLS, ledger_path=tmp_path / "l.sqlite")
     report = svc.reverify(platform=PlatformInfo(**CPU), gates=False, recorded_by="tester")
     status = {c.card_id: c.status for c in report.cards}
-    assert status[BLOCKSCALE] == "PREREQUISITE_MISSING" and status[MOE] == "PREREQUISITE_MISSING"
+    # without the gates (and so without the gfx950-emulated runs) nothing shows that the
+    # project's reference kernels run: every capability reads missing, and says why
+    assert status == {BLOCKSCALE: "PREREQUISITE_MISSING", MOE: "PREREQUISITE_MISSING", MXFP8: "PREREQUISITE_MISSING"}
     if toolchain_problem() is None:
-        assert status[MXFP8] == "NOT_APPLICABLE_HERE"
+        details = [p.detail for c in report.cards for p in c.prerequisites if p.kind == "capability"]
+        assert all("gates did not run in this run" in d for d in details), details
     latest = svc.ledger.latest_statuses()
     assert {cid: rows[0].status for cid, rows in latest.items()} == status
     assert svc.get_recipe(BLOCKSCALE).reverification.claims_current is None

@@ -204,3 +204,23 @@ def test_decide_applies_the_documented_precedence():
     assert decide([st("prerequisites", "PASS"), st("verifier", "NOT_APPLICABLE"),
                    st("claims", "NOT_APPLICABLE")])[0] == "NOT_APPLICABLE_HERE"
     assert worst(["CONFIRMED", "NOT_APPLICABLE_HERE", "DRIFTED"]) == "DRIFTED"
+
+
+@pytest.mark.parametrize("card", [BLOCKSCALE, MXFP8, MOE])
+def test_on_the_gfx950_box_the_cards_own_probes_are_met_by_the_projects_kernels(svc, card):
+    """Issue 17.4: on the box a card is for, its capability prerequisites are met by the
+    project's own FlyDSL reference arm passing parity on the gfx950 device (the card's real
+    probes; FlyDSL 0.5.0 ships no such kernel) -- never PREREQUISITE_MISSING there."""
+    from verifiers.gfx950.env import toolchain_problem
+
+    if toolchain_problem() is not None:
+        pytest.skip(f"FlyDSL / ld.lld for gfx950 not installed: {toolchain_problem()}")
+    c = run(svc, card=card, probes=None).cards[0]
+    caps = [p for p in c.prerequisites if p.kind == "capability"]
+    assert caps and all(p.met is True for p in caps), [p.detail for p in caps]
+    assert all("passed parity on this gfx950 device (AMD Instinct MI355X)" in p.detail for p in caps), [p.detail for p in caps]
+    assert c.status not in ("PREREQUISITE_MISSING", "FAILED"), c.reason
+    # the same card on an MI300X (gfx942): the hardware run is no gfx950 evidence
+    c = run(svc, card=card, probes=None, platform={**GFX950, "device": "AMD Instinct MI300X", "generation": "gfx942"},
+            verifier=verifier_with({}, platform={**GFX950, "device": "AMD Instinct MI300X", "generation": "gfx942"})).cards[0]
+    assert c.status == "PREREQUISITE_MISSING"

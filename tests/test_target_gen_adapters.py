@@ -25,12 +25,27 @@ def test_mcp_match_skill_and_match_profile_take_target_gen():
     one, bad, prof = with_client(server, calls)
     data = one.structured_content
     assert [m["card_id"] for m in data["matches"]] == [BLOCKSCALE]
-    # (the answer view, mcp_answers.match_view, carries the result's notes, not its target_gen field)
     assert any("matched as if for gfx950 (target generation)" in n and "sm_90" in n for n in data["notes"])
+    assert (data["target_gen"], data["source_gen"]) == ("gfx950", "sm_90")
     assert bad.is_error and "target generation: unknown GPU generation 'gfx9999'" in text(bad)
     p = prof.structured_content
     assert p["hotspots"]
     assert any("target generation 'gfx942'" in n for n in p["notes"])
+    assert p["target_gen"] == "gfx942" and p.get("device_gen") is None  # a CSV names no device
+
+
+def test_mcp_profile_view_shows_the_device_generation_and_one_row_per_variant():
+    """A torch trace names its device; a kernel that ran at several shapes is one row per variant."""
+    server = build()
+    prof = with_client(server, lambda c: c.call_tool("match_profile", {"path": str(PROFILES / "torch_rocm_trace.json")}))
+    p = prof.structured_content
+    assert p["device_gen"] == "gfx950" and "target_gen" not in p
+    rows = [h for h in p["hotspots"] if h.get("variant")]
+    assert rows and all(h["shape"] for h in rows)
+    by_rank: dict = {}
+    for h in rows:
+        by_rank.setdefault(h["rank"], []).append(h["shape"])
+    assert any(len(set(shapes)) > 1 for shapes in by_rank.values())
 
 
 def test_cli_target_gen_and_the_override_note(capsys):

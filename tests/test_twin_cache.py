@@ -36,8 +36,8 @@ def test_mi355x_counts_its_shared_mall_not_one_xcds_l2():
 
 
 def test_an_amd_part_of_unknown_layout_trusts_only_its_reported_l2():
-    cache = device_cache("rocm", 4 * MiB, "gfx942:sramecc+:xnack-", "AMD Instinct MI300X")
-    assert cache.shared_bytes == 4 * MiB and "reported by AMD Instinct MI300X" in cache.source
+    cache = device_cache("rocm", 4 * MiB, "gfx90a:sramecc+:xnack-", "AMD Instinct MI250X")
+    assert cache.shared_bytes == 4 * MiB and "reported by AMD Instinct MI250X" in cache.source
     choice = pick_config(4096, 65536, 1536, platform="rocm", cache=cache)  # A is 6 MiB > 0.4 x 4 MiB
     assert choice.config.group_m == 8 and "does not fit in the 4 MiB L2" in choice.reason
 

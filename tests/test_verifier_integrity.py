@@ -1,75 +1,115 @@
-"""Tamper evidence: patched timers / synchronize / comparisons, edited harness files,
-a candidate that ends the process, a worker that runs past its time limit."""
+"""Files, bytecode, the judge's channel and the caller's time limit."""
 from __future__ import annotations
 
+import importlib.util
+import marshal
+import py_compile
+import shutil
 import sys
-import types
 from pathlib import Path
 
 import pytest
+from verifier_support import PARITY_ONLY, PROBLEM_FILE, candidate, verifier_processes
 
-from verifiers import integrity, runner
+from verifiers import bytecode, channel, files, judge_launch, runner
 from verifiers.api import verify
 from verifiers.options import VerifyOptions
 
 FIXTURES = Path(__file__).parent / "fixtures"
-PROBLEM = str(FIXTURES / "cpu_matmul_problem.py")
-FAST = VerifyOptions(rounds=5, timing=False, profile=False, seeds=[0], secret_seed=False, time_limit_s=300)
 
 
-@pytest.mark.parametrize(
-    "name,patched",
-    [
-        ("patch_timer", "time.perf_counter_ns was replaced"),
-        ("patch_allclose", "torch.allclose was replaced"),
-        ("patch_synchronize", "torch.cuda.synchronize was replaced"),
-    ],
-)
-def test_monkey_patching_the_harness_fails(name, patched):
-    report = verify(PROBLEM, f"{FIXTURES / 'candidates' / name}.py:build", shapes=["32x32x32"], options=FAST)
+def test_a_candidate_that_edits_a_file_the_judge_relies_on_fails(tmp_path, monkeypatch):
+    # the fallback where arms are not confined (no Landlock): with the sandbox the candidate cannot
+    # write the problem's folder at all (tests/test_verifier_sandbox.py)
+    monkeypatch.setenv("SKILL_SERVER_SANDBOX", "off")
+    problem = tmp_path / "cpu_matmul_problem.py"
+    shutil.copy(FIXTURES / "cpu_matmul_problem.py", problem)
+    monkeypatch.setenv("VERIFIER_TEST_TARGET", str(problem))
+    report = verify(str(problem), candidate("edits_problem_file"), shapes=["32x32x32"], options=VerifyOptions(**PARITY_ONLY))
     assert report.verdict == "FAIL"
     shape = report.shape_reports[0]
     assert shape.stages["integrity"].status == "FAIL"
-    assert any(patched in c for c in shape.integrity_changes), shape.integrity_changes
-    # nothing after the import was trusted enough to run
-    assert shape.stages["parity"].status == "SKIPPED"
+    assert any(str(problem) in c and "changed" in c for c in shape.integrity_changes), shape.integrity_changes
+    assert report.provenance.sandbox.startswith("unavailable: turned off by the operator")
 
 
-def test_a_candidate_ending_the_process_fails():
-    report = verify(PROBLEM, f"{FIXTURES / 'candidates' / 'exits_process'}.py:build", shapes=["32x32x32"], options=FAST)
-    assert report.verdict == "FAIL"
-    assert "without a report" in report.shape_reports[0].flags[0].message
+def test_the_callers_time_limit_kills_the_judge_and_fails(monkeypatch):
+    monkeypatch.setattr(runner, "STARTUP_ALLOWANCE_S", 0.0)
+    monkeypatch.setenv("SKILL_SERVER_WARM_JUDGE", "0")  # an exec'd judge that only sleeps
+    monkeypatch.setattr(judge_launch, "judge_command", lambda prefix: [sys.executable, "-c", "import time; time.sleep(60)"])
+    reports = runner.run_judge(PROBLEM_FILE, "x.py:build", ["32x32x32"], None, VerifyOptions(time_limit_s=1.0))
+    assert reports[0].verdict in ("ERROR", "FAIL") and "time limit" in reports[0].stages["load"].reason
+    assert verifier_processes() == []
 
 
-def test_time_limit_kills_the_worker_and_fails(monkeypatch):
-    monkeypatch.setattr(runner, "worker_command", lambda *a, **k: [sys.executable, "-c", "import time; time.sleep(60)"])
-    report = runner.run_worker(PROBLEM, "x.py:build", "32x32x32", None, FAST.model_copy(update={"time_limit_s": 1.0}))
-    assert report.verdict == "FAIL"
-    assert any("time limit" in f.message for f in report.flags)
+def _pyc_of(source: Path) -> Path:
+    return Path(importlib.util.cache_from_source(str(source)))
 
 
-def test_snapshot_sees_replaced_functions_code_and_hooks():
-    module = types.ModuleType("verifiers_test_guarded")
-    def f():
-        return 1
-    module.f = f
-    sys.modules[module.__name__] = module
-    try:
-        snap = integrity.Snapshot.take(extra_modules=(module.__name__,))
-        assert snap.changes() == []
-        f.__code__ = (lambda: 2).__code__
-        assert any("__code__" in c for c in snap.changes())
-        module.f = lambda: 3
-        assert any("was replaced" in c for c in snap.changes())
-        module.f = f
-    finally:
-        del sys.modules[module.__name__]
+def test_the_bytecode_audit_deletes_a_planted_pyc_and_keeps_an_honest_one(tmp_path, monkeypatch):
+    pkg = tmp_path / "verifiers"
+    pkg.mkdir()
+    real, other = pkg / "real.py", pkg / "other.py"
+    real.write_text("def f():\n    return 1\n")
+    other.write_text("X = 2\n")
+    before = files.pycache_snapshot(tmp_path)
+    py_compile.compile(str(other), cfile=str(_pyc_of(other)))  # honest: exactly the source's compilation
+    planted = _pyc_of(real)
+    planted.parent.mkdir(exist_ok=True)
+    st = real.stat()
+    header = importlib.util.MAGIC_NUMBER + b"\0\0\0\0" + int(st.st_mtime).to_bytes(4, "little") + st.st_size.to_bytes(4, "little")
+    planted.write_bytes(header + marshal.dumps(compile("def f():\n    return 2\n", str(real), "exec")))
+    found = files.audit_pycache(before, files.pycache_snapshot(tmp_path))
+    assert len(found) == 1 and "real" in found[0] and "not the compilation" in found[0]
+    assert not planted.exists() and _pyc_of(other).exists()
 
 
-def test_harness_digest_covers_extra_files(tmp_path):
-    extra = tmp_path / "problem.py"
-    extra.write_text("A = 1\n")
-    before = integrity.harness_digest([extra])
-    assert integrity.harness_digest([extra]) == before
-    extra.write_text("A = 2\n")
-    assert integrity.harness_digest([extra]) != before
+def test_file_digests_name_what_changed(tmp_path):
+    a = tmp_path / "a.py"
+    a.write_text("A = 1\n")
+    before = files.digest_files([a, tmp_path / "gone.py"])
+    a.write_text("A = 2\n")
+    assert files.changed(before, files.digest_files([a, tmp_path / "gone.py"])) == [f"{a} changed"]
+    assert files.combined_digest(before) != files.combined_digest(files.digest_files([a]))
+
+
+def test_the_channel_accepts_the_judges_lines_and_rejects_any_other():
+    key = channel.new_key()
+    lines = []
+
+    class Sink:
+        def write(self, text):
+            lines.append(text)
+
+        def flush(self):
+            pass
+
+    writer = channel.Writer(key, Sink())
+    writer.send("progress", {"done": 1})
+    writer.send("result", {"shapes": []})
+    reader = channel.Reader(key)
+    assert reader.parse("torch says hello\n") is None
+    assert reader.parse(lines[0]).payload == {"done": 1}
+    forged = lines[1].replace('"shapes":[]', '"shapes":[{"verdict":"FASTER"}]')
+    with pytest.raises(channel.TamperError):
+        reader.parse(forged)
+    with pytest.raises(channel.TamperError):  # replayed, out of sequence
+        channel.Reader(key).parse(lines[1])
+    with pytest.raises(channel.TamperError):  # another key
+        channel.Reader(channel.new_key()).parse(lines[0])
+
+
+def test_the_bytecode_cache_never_hands_out_a_tampered_file(tmp_path):
+    cache = bytecode.BytecodeCache()
+    prefix = tmp_path / "prefix"
+    (prefix / "x").mkdir(parents=True)
+    (prefix / "x" / "m.cpython-311.pyc").write_bytes(b"trusted")
+    (prefix / "x" / "n.cpython-311.pyc").write_bytes(b"late")
+    digests = bytecode.tree_digests(prefix)
+    (prefix / "x" / "n.cpython-311.pyc").write_bytes(b"changed after the digest was taken")
+    assert cache.merge(prefix, digests) == 1  # only the file that still matches joins
+    root = cache._root()
+    (root / "x" / "m.cpython-311.pyc").write_bytes(b"tampered in the cache")
+    fresh = cache.fresh_prefix()
+    assert not (fresh / "x" / "m.cpython-311.pyc").exists()
+    shutil.rmtree(fresh)

@@ -1,77 +1,83 @@
-"""Timing stage on CPU: A/A control, a known slowdown, result caches, a cold baseline.
+"""Timing across arm processes on CPU: the A/A control, a known slowdown, a cold baseline,
+a baseline that drifts once the candidate runs, calls shorter than the timer floor; and
+the statistics underneath.
 
-No absolute times are asserted: only verdicts and interval containment. Work sizes are large
-next to the per-call overhead and the CPU timer is the process's CPU time, so a loaded
-two-core box still gives stable per-round medians.
+No absolute times are asserted: only verdicts and interval containment. The judge reads
+each arm's CPU time from its own process (every thread of the arm), so a loaded two-core
+box still gives stable per-round medians at these sizes.
 """
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-import torch
+from verifier_support import PROBLEM_FILE, fast_options
 
-from verifiers import bounds, parity, stats, timing
-from verifiers.device import Flusher, open_device
+from verifiers import bounds, stats
+from verifiers.api import verify
 from verifiers.problem import load_problem
 
-FIXTURES = Path(__file__).parent / "fixtures"
-PROBLEM = load_problem(str(FIXTURES / "cpu_matmul_problem.py"))
-RULES = parity.rules_from(PROBLEM.parity)
+PROBLEM = load_problem(PROBLEM_FILE)
 
 
-@pytest.fixture(scope="module")
-def device():
-    torch.set_num_threads(1)
-    return open_device("cpu")
+def timed(candidate_arm: str, baseline: str, shape: str, **options):
+    report = verify(PROBLEM_FILE, f"arm:{candidate_arm}", baseline=baseline, shapes=[shape],
+                    options=fast_options(profile=False, **options))
+    return report, report.shape_reports[0].timing
 
 
-def run(device, baseline: str, candidate, shape: str, rounds: int = 9, min_calls: int = 5, **cfg):
-    config = timing.TimingConfig(rounds=rounds, block_ms=10.0, min_calls_per_block=min_calls, **cfg)
-    session = timing.TimingSession(
-        PROBLEM, PROBLEM.parse_shape(shape), device, Flusher(device, 1 << 20), RULES, config, [101, 102, 103, 104]
-    )
-    base = PROBLEM.resolve_builder(PROBLEM.arm(baseline).build)
-    cand = candidate if callable(candidate) else PROBLEM.resolve_builder(PROBLEM.arm(candidate).build)
-    return timing.run_timing(session, base, cand, baseline, "candidate")
+def test_aa_run_gives_no_difference():
+    report, t = timed("torch_mm", "torch_mm", "192x192x192", rounds=7)
+    assert t.status == "PASS", t.failures
+    assert report.verdict == "NO_DIFFERENCE" and t.verdict == "NO_DIFFERENCE"
+    assert [r.order for r in t.aa.rounds][:2] == ["ABBA", "BAAB"]
+    assert t.ab.ci_low <= 1.0 + t.noise_floor
 
 
-def test_aa_run_gives_no_difference(device):
-    result = run(device, "torch_mm", "torch_mm", "192x192x192", rounds=7)
-    assert result.status == "PASS", result.failures
-    assert result.verdict == "NO_DIFFERENCE"
-    assert result.aa is not None and [r.order for r in result.aa.rounds][:2] == ["ABBA", "BAAB"]
-    assert result.ab.ci_low <= 1.0 + result.noise_floor
+def test_arm_doing_three_times_the_work_is_slower_and_its_interval_sits_near_that_factor():
+    # Three times the work against once, not 1.5x against 2x: on a shared two-core VM a 7-round A/A
+    # spread (the noise floor) reached 0.3, which hid a 1.5x slowdown in CI. The pure-work factor is
+    # 1/3; each call also pays a cold-cache start (fresh values, flushed), one per call in both arms,
+    # which moves the measured ratio up a little, never below the factor.
+    report, t = timed("mm_x3", "torch_mm", "384x384x384", rounds=7, block_ms=30.0)
+    assert t.status == "PASS", t.failures
+    assert report.verdict == "SLOWER" and t.primary_verdict == "SLOWER" and t.cross_verdict == "SLOWER"
+    factor = 1.0 / 3.0  # speedup = baseline time / candidate time, both less the timer floor
+    assert t.ab.ci_low >= factor * 0.85 and t.ab.ci_high <= 0.6, (t.ab.ci_low, t.ab.ci_high)
 
 
-def test_arm_doing_the_work_one_and_a_half_times_is_slower_by_that_factor(device):
-    result = run(device, "mm_x2", "mm_x3", "384x384x384")
-    assert result.status == "PASS", result.failures
-    assert result.verdict == "SLOWER"
-    factor = 2.0 / 3.0  # speedup = baseline time / candidate time
-    # the interval must contain the factor; 2 % slack covers the fixed per-call overhead
-    # (Python call, output cache misses) that makes the true ratio slightly above 2/3
-    assert result.ab.ci_low * 0.98 <= factor <= result.ab.ci_high * 1.02, (result.ab.ci_low, result.ab.ci_high)
-
-
-def test_result_cache_keyed_by_pointer_is_caught_by_the_timed_rechecks(device):
-    path = FIXTURES / "candidates" / "cache_by_pointer.py"
-    spec = importlib.util.spec_from_file_location("_timing_cache_by_pointer", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    result = run(device, "torch_mm", module.build, "64x64x64", rounds=5, min_calls=2)
-    assert result.status == "FAIL"
-    assert any("cached by pointer" in f for f in result.failures)
-
-
-def test_cold_started_baseline_is_warmed_like_the_candidate(device):
+def test_cold_started_baseline_is_warmed_like_the_candidate():
     # a harness that timed the baseline once, cold, would report a large speedup here
-    result = run(device, "mm_coldstart", "torch_mm", "192x192x192", rounds=7)
-    assert result.status == "PASS", result.failures
-    assert result.verdict == "NO_DIFFERENCE"
-    assert all(w.calls >= 10 and w.elapsed_ms >= 25 for w in result.warmup)
-    assert result.flush_bytes == 1 << 20 and result.rotating_sets == 3 and result.changing_inputs == ["a", "b"]
+    report, t = timed("torch_mm", "mm_coldstart", "192x192x192", rounds=7)
+    assert t.status == "PASS", t.failures
+    assert report.verdict == "NO_DIFFERENCE"
+    assert all(w.calls >= 10 and w.elapsed_ms >= 25 for w in t.warmup)
+    assert t.flush_bytes == 1 << 20 and t.rotating_sets == 3 and t.changing_inputs == ["a", "b"]
+
+
+def test_a_baseline_that_slows_down_once_the_candidate_exists_fails_the_run():
+    """The solo figure is taken before any candidate process exists; a baseline three times
+    slower in the A/B rounds would hand the candidate a FASTER verdict."""
+    report = verify(PROBLEM_FILE, "arm:torch_mm", baseline="mm_slows_after_profile", shapes=["192x192x192"],
+                    options=fast_options(forbid_baseline_kernels=False))
+    t = report.shape_reports[0].timing
+    assert t.baseline_drift > 0.5
+    assert report.verdict == "FAIL" and t.status == "FAIL"
+    assert "slower with the candidate resident than alone" in t.reason and "the baseline was slowed" in t.reason
+
+
+def test_no_arm_is_timed_after_it_ran_the_profiler():
+    """Profiling runs after the A/B rounds: an arm that slows once profiled (as every kernel does
+    on a GPU with CUPTI left loaded) is timed at its own speed, and still profiled."""
+    report = verify(PROBLEM_FILE, "arm:mm_slows_once_profiled", baseline="torch_mm", shapes=["192x192x192"],
+                    options=fast_options(forbid_baseline_kernels=False))
+    t = report.shape_reports[0].timing
+    assert report.shape_reports[0].stages["signature"].status == "PASS"
+    assert t.status == "PASS" and t.ab.speedup > 0.6, (t.ab.speedup, t.reason)  # 0.33 if timed after profiling
+
+
+def test_calls_shorter_than_the_timer_floor_are_inconclusive():
+    report, t = timed("torch_mm", "torch_mm", "4x4x4", floor_calls=40)  # the default: a steadier floor median
+    assert t.status == "PASS" and t.verdict is None and report.verdict == "INCONCLUSIVE", (t.reason, t.failures)
+    assert "timer floor" in t.reason and t.timer_floor_ms > 0
 
 
 def test_bootstrap_interval_is_seeded_and_brackets_the_median():
@@ -103,3 +109,15 @@ def test_speedup_beyond_the_physical_bound_is_flagged():
     assert bounds.check(b, 10.0).status == "ok"
     assert bounds.check(b, b.bound_ms * 0.9).status == "below_bound"
     assert bounds.check(b, b.bound_ms * 0.5).status == "impossible"
+
+
+def test_the_judges_preparation_is_compared_across_arms_in_the_chained_protocol():
+    """The same preparation work for every arm: one stretched by the arm's device work is named."""
+    from verifiers.timing import PREP_GAP_MS, prep_gap
+
+    assert prep_gap("A/B", 0.120, 0.125, "candidate x") is None  # within the bound
+    assert prep_gap("A/B", 0.120, 0.100, "candidate x") is None  # faster is not a violation
+    text = prep_gap("A/B", 0.120, 0.120 + PREP_GAP_MS + 0.013, "candidate x")
+    assert text is not None and "candidate x" in text and "0.12 ms" in text
+    assert prep_gap("A/B", 1.0, 1.09, "c") is None and prep_gap("A/B", 1.0, 1.11, "c") is not None  # 10 % of a long one
+    assert prep_gap("A/B", 0.1, float("nan"), "c") is None

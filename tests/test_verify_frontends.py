@@ -11,7 +11,9 @@ from mcp_support import build, with_client
 
 QUICK = ["--shape", "128x256x512", "--no-profile", "--no-timing", "--seed", "0", "--no-secret-seed",
          "--options", '{"hidden_shapes": false}', "--quiet"]
-OPTIONS = {"hidden_shapes": False, "timing": False, "profile": False, "seeds": [0], "secret_seed": False}
+# over MCP the operator sets the rules (server settings); a client may only set effort knobs
+OPERATOR_OPTIONS = {"hidden_shapes": False, "profile": False, "secret_seed": False}
+OPTIONS = {"timing": False, "seeds": [0]}
 
 
 def _cli(*args, ledger=None, record=True):
@@ -70,7 +72,7 @@ def test_run_verifier_over_mcp_returns_the_report_with_progress():
             "card_id": "flydsl_fp8_blockscale_gemm", "candidate": "arm:e8m0_scaled", "baseline": "torch_dequant",
             "shapes": ["128x256x512"], "options": OPTIONS}, progress_callback=on_progress)
 
-    result = with_client(build(allow_exec_tools=True), call)
+    result = with_client(build(allow_exec_tools=True, verify_options=OPERATOR_OPTIONS), call)
     assert not result.is_error
     answer = result.structured_content
     assert answer["verdict"] == "FAIL" and answer["stages"]["parity"] == "FAIL"

@@ -1,7 +1,8 @@
 """One reader per profiler format, shared by the server and the verifier.
 
-Pure Python: no torch, no pydantic, and no import of ``skill_server`` or ``verifiers``
-(both import this package; ``verifiers/`` never imports ``skill_server``).
+No torch, no pydantic, and no import of ``skill_server`` or ``verifiers`` (both import
+this package; ``verifiers/`` never imports ``skill_server``). numpy is imported on first
+use by the bulk paths (kernel-trace CSV blocks, aggregation), never at import time.
 
 Reading::
 
@@ -26,14 +27,16 @@ workgroup size where recorded) and, for torch traces, ``launch``
 segment scope instance, ``ranges`` = every ``record_function`` name around the launch,
 outermost first).
 
-For the verifier (a later step switches ``verifiers/kernel_trace.py`` to these readers):
+For the verifier (``verifiers/kernel_trace.py`` reads every trace through these readers):
 ``read_trace(path, format="rocprofv3_kernel_trace")`` gives the KERNEL_DISPATCH rows of a
 kernel trace (timestamps in ns; ``stream`` is Stream_Id, ``queue`` Queue_Id); for a
 torch trace, ``d.launch.ranges`` holds ``verifier::call::<i>`` / ``verifier::flush::<i>``
 when the launch happened inside those ``record_function`` ranges (the host-side
-attribution the verifier uses). What stays verifier-side: the CPU-only mode that treats
-leaf aten ops as kernels, the device-side ``gpu_user_annotation`` fallback, and the
-flush-pattern iteration split of kernel traces.
+attribution the verifier uses). ``read_trace(..., detail=True)`` also keeps the host events
+(``Trace.cpu_events``: ``CpuEvent`` with its enclosing ``parent``) and the device-side
+ranges (``Trace.device_ranges``), and accepts a trace with no kernels. What stays
+verifier-side is interpretation: the CPU-only mode that treats leaf aten ops as kernels,
+the device-range fallback, and the flush-marker iteration split of kernel traces.
 
 Aggregating::
 
@@ -53,11 +56,15 @@ from trace_readers.aggregate import KernelSummary, Profile, Variant, aggregate, 
 from trace_readers.errors import TraceReadError
 from trace_readers.gemm_ops import OpGemm, op_gemm
 from trace_readers.read import FORMAT_ALIASES, FORMATS, format_name, read_trace
-from trace_readers.records import KernelDispatch, KernelTotals, LaunchContext, OpCall, Resources, Trace
+from trace_readers.records import (
+    CpuEvent, DeviceRange, KernelDispatch, KernelTotals, LaunchContext, OpCall, Resources, Trace,
+)
 from trace_readers.source import DEFAULT_MAX_BYTES, MAX_BYTES_ENV
 
 __all__ = [
+    "CpuEvent",
     "DEFAULT_MAX_BYTES",
+    "DeviceRange",
     "FORMATS",
     "FORMAT_ALIASES",
     "MAX_BYTES_ENV",

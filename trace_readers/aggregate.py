@@ -21,16 +21,18 @@ stage tag given by the caller; a kernel's dispatches are grouped by (GEMM, sourc
 stage) so one kernel name that ran at several shapes or in both MoE stages is not one
 indistinct hotspot.
 
-Everything per dispatch runs as ``map`` / ``zip`` / ``Counter`` over the columns (C loops):
-a 1 M-dispatch trace aggregates in about a second on a slow 2-core box.
+Everything per dispatch runs in C: ``map`` / ``zip`` over the columns, and numpy for
+grouping (names and lanes as integer codes, a stable argsort), idle gaps and pair counts;
+a 1 M-dispatch trace aggregates in well under a second on a slow 2-core box (numpy is
+imported on first use, so importing the readers stays light).
 """
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate, compress, repeat
-from operator import and_, gt, le, ne, sub
+from itertools import compress, count
+from operator import le, ne
 from typing import Any
 
 from trace_readers.errors import TraceReadError
@@ -86,28 +88,83 @@ class Profile:
     segment_rule: str
 
 
-def _grouped(keys: Sequence[Hashable]) -> dict[Hashable, list[int]]:
-    groups: dict[Hashable, list[int]] = defaultdict(list)
-    for i, key in enumerate(keys):
-        groups[key].append(i)
-    return groups
+def _codes(keys: Sequence[Hashable]):
+    """(distinct keys in first-appearance order, numpy int64 array: each key's position in it).
+
+    One dict look-up per key, in C: ``setdefault`` gives a key's first index, which a
+    look-up table turns into a dense code."""
+    import numpy as np
+
+    first: dict[Hashable, int] = {}
+    n = len(keys)
+    at = np.fromiter(map(first.setdefault, keys, count()), dtype=np.int64, count=n)
+    lut = np.zeros(n, dtype=np.int64)
+    lut[np.fromiter(first.values(), dtype=np.int64, count=len(first))] = np.arange(len(first))
+    return list(first), lut[at]
+
+
+def _identity_codes(keys: Sequence[Hashable]):
+    """``_codes`` for keys the readers intern (lanes: one tuple object per distinct lane):
+    coded by identity, an int look-up per key; content decides if two objects are equal."""
+    import numpy as np
+
+    first: dict[int, int] = {}
+    n = len(keys)
+    at = np.fromiter(map(first.setdefault, map(id, keys), count()), dtype=np.int64, count=n)
+    distinct = [keys[i] for i in first.values()]
+    if len(set(distinct)) != len(distinct):
+        return _codes(keys)
+    lut = np.zeros(n, dtype=np.int64)
+    lut[np.fromiter(first.values(), dtype=np.int64, count=len(first))] = np.arange(len(first))
+    return distinct, lut[at]
+
+
+def _order(codes, k: int):
+    """(stable argsort of ``codes``, start of each code's run in it, end of each run)."""
+    import numpy as np
+
+    order = np.argsort(codes, kind="stable")
+    ends = np.cumsum(np.bincount(codes, minlength=k))
+    return order, ends - np.bincount(codes, minlength=k), ends
+
+
+def _grouped(distinct: list, codes) -> dict[Hashable, list[int]]:
+    """Indexes per distinct key, keys in first-appearance order, indexes ascending (a stable
+    argsort of the keys' codes groups a million of them in milliseconds)."""
+    if not distinct:
+        return {}
+    if len(distinct) == 1:
+        return {distinct[0]: list(range(len(codes)))}
+    order, lo, hi = _order(codes, len(distinct))
+    flat = order.tolist()
+    return {key: flat[a:b] for key, a, b in zip(distinct, lo.tolist(), hi.tolist())}
+
+
+def name_codes(trace: Trace):
+    """``_codes`` of the kernel names, computed once per trace."""
+    got = trace.cache.get("name_codes")
+    if got is None:
+        got = trace.cache["name_codes"] = _codes(trace.columns.name)
+    return got
 
 
 def _index(trace: Trace) -> tuple[dict[str, list[int]], dict[Hashable, list[int]]]:
     """Dispatch indexes per kernel name and per lane (lanes in start order, input order
-    breaking ties), in one pass over the columns; computed once per trace."""
+    breaking ties); computed once per trace."""
+    import numpy as np
+
     cached = trace.cache.get("index")
     if cached is not None:
         return cached
-    by_name: dict[str, list[int]] = defaultdict(list)
-    by_lane: dict[Hashable, list[int]] = defaultdict(list)
-    for i, (name, lane) in enumerate(zip(trace.columns.name, trace.columns.lane)):
-        by_name[name].append(i)
-        by_lane[lane].append(i)
+    if not len(trace.columns):
+        trace.cache["index"] = ({}, {})
+        return {}, {}
+    by_name = _grouped(*name_codes(trace))
+    by_lane = _grouped(*_identity_codes(trace.columns.lane))
     starts = trace.columns.start_ns
+    times = _times(trace)[0]
     for idx in by_lane.values():
-        s = list(map(starts.__getitem__, idx))
-        if not all(map(le, s, s[1:])):
+        if len(idx) > 1 and not (np.diff(times[np.array(idx, dtype=np.int64)]) >= 0).all():
             idx.sort(key=lambda i: (starts[i], i))
     trace.cache["index"] = (by_name, by_lane)
     return by_name, by_lane
@@ -127,6 +184,7 @@ def ordered_runs(trace: Trace, max_gap_ns: int = SEGMENT_MAX_GAP_NS) -> Iterator
     """Launch sequences as dispatch indexes: per scope instance (torch traces), else per
     lane run between idle gaps longer than ``max_gap_ns``."""
     for idx, ids in run_ids(trace, max_gap_ns):
+        idx, ids = idx.tolist(), ids.tolist()
         cut = 0
         for k in compress(range(1, len(ids)), map(ne, ids[1:], ids)):
             yield idx[cut:k]
@@ -134,41 +192,106 @@ def ordered_runs(trace: Trace, max_gap_ns: int = SEGMENT_MAX_GAP_NS) -> Iterator
         yield idx[cut:]
 
 
-def run_ids(trace: Trace, max_gap_ns: int = SEGMENT_MAX_GAP_NS) -> Iterator[tuple[list[int], list[int]]]:
-    """The same sequences in bulk: per scope instance or lane, its dispatch indexes in order
-    and the run number of each (scopes are one run; a lane starts a new one at every idle gap
-    longer than ``max_gap_ns``). Counted in C, for callers that visit only some dispatches."""
+def run_ids(trace: Trace, max_gap_ns: int = SEGMENT_MAX_GAP_NS) -> Iterator[tuple[Any, Any]]:
+    """The same sequences in bulk, as numpy int64 arrays: per scope instance or lane, its
+    dispatch indexes in order and the run number of each (scopes are one run; a lane starts a
+    new one at every idle gap longer than ``max_gap_ns``), for callers that work on whole
+    sequences at once."""
+    import numpy as np
+
     c = trace.columns
     if has_scopes(trace):
         scopes = [lc.scope if lc is not None else None for lc in c.launch]
-        for scope, idx in _grouped(scopes).items():
+        for scope, idx in _grouped(*_codes(scopes)).items():
             if scope is not None:
                 s = list(map(c.start_ns.__getitem__, idx))
                 if not all(map(le, s, s[1:])):
                     idx.sort(key=lambda i: (c.start_ns[i], i))
-                yield idx, [0] * len(idx)
+                yield np.array(idx, dtype=np.int64), np.zeros(len(idx), dtype=np.int64)
         return
-    for idx in lanes(trace).values():
-        s = list(map(c.start_ns.__getitem__, idx))
-        e = list(map(c.end_ns.__getitem__, idx))
-        yield idx, list(accumulate(map(gt, map(sub, s[1:], e), repeat(max_gap_ns)), initial=0))
+    starts, ends = _times(trace)
+    for at in lane_arrays(trace):
+        runs = np.zeros(len(at), dtype=np.int64)
+        np.cumsum((starts[at[1:]] - ends[at[:-1]]) > max_gap_ns, out=runs[1:])
+        yield at, runs
+
+
+def sequences(trace: Trace, max_gap_ns: int = SEGMENT_MAX_GAP_NS):
+    """Every launch sequence at once, as two numpy arrays: the dispatch indexes of all
+    sequences back to back (each in start order), and whether each one starts a new run
+    (its sequence's first dispatch, or the first after an idle gap). The bulk form of
+    ``run_ids`` for callers that read every sequence (a torch trace has one per scope
+    instance: tens of thousands)."""
+    import numpy as np
+
+    c = trace.columns
+    starts, ends = _times(trace)
+    if has_scopes(trace):
+        scopes = [lc.scope if lc is not None else None for lc in c.launch]
+        distinct, codes = _codes(scopes)
+        if None in distinct:
+            codes = np.where(codes == distinct.index(None), -1, codes)
+        order = np.lexsort((np.arange(len(codes)), starts, codes))
+        at = order[codes[order] >= 0]
+        new_run = np.ones(len(at), dtype=bool)
+        new_run[1:] = codes[at[1:]] != codes[at[:-1]]
+        return at, new_run
+    parts = [a for a in lane_arrays(trace) if len(a)]
+    if not parts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+    at = np.concatenate(parts)
+    new_run = np.ones(len(at), dtype=bool)
+    new_run[1:] = (starts[at[1:]] - ends[at[:-1]]) > max_gap_ns
+    new_run[np.cumsum([len(a) for a in parts])[:-1]] = True  # each lane starts its own run
+    return at, new_run
+
+
+def lane_arrays(trace: Trace) -> list:
+    """``lanes`` as numpy index arrays (made once per trace)."""
+    import numpy as np
+
+    got = trace.cache.get("lane_arrays")
+    if got is None:
+        got = trace.cache["lane_arrays"] = [np.array(idx, dtype=np.int64) for idx in lanes(trace).values()]
+    return got
+
+
+def _times(trace: Trace):
+    """Start and end times as numpy arrays (made once per trace)."""
+    import numpy as np
+
+    got = trace.cache.get("times")
+    if got is None:
+        c = trace.columns
+        got = trace.cache["times"] = (np.array(c.start_ns, dtype=np.int64), np.array(c.end_ns, dtype=np.int64))
+    return got
 
 
 def _window_mates(trace: Trace) -> dict[str, Counter]:
-    c = trace.columns
-    pairs: Counter = Counter()
-    for idx in lanes(trace).values():
-        names = list(map(c.name.__getitem__, idx))
-        starts = list(map(c.start_ns.__getitem__, idx))
-        ends = list(map(c.end_ns.__getitem__, idx))
-        linked = list(map(le, map(sub, starts[1:], ends), repeat(SEGMENT_MAX_GAP_NS)))
-        pairs.update(compress(zip(names, names[1:]), linked))
-        pairs.update(compress(zip(names, names[2:]), map(and_, linked, linked[1:])))
+    """Kernel pairs at most ``SEGMENT_WINDOW`` apart on a lane with no idle gap between them,
+    counted as integer pair codes (numpy) rather than tuples of names."""
+    import numpy as np
+
+    names, codes = name_codes(trace)
+    k = len(names)
+    starts, ends = _times(trace)
+    pair_codes = []
+    for at in lane_arrays(trace):
+        if len(at) < 2:
+            continue
+        a = codes[at]
+        linked = (starts[at[1:]] - ends[at[:-1]]) <= SEGMENT_MAX_GAP_NS
+        pair_codes.append((a[:-1] * k + a[1:])[linked])
+        pair_codes.append((a[:-2] * k + a[2:])[linked[:-1] & linked[1:]])
     mates: dict[str, Counter] = {}
-    for (a, b), n in pairs.items():
+    if not pair_codes:
+        return mates
+    found, counts = np.unique(np.concatenate(pair_codes), return_counts=True)
+    for code, n in zip(found.tolist(), counts.tolist()):
+        a, b = divmod(code, k)
         if a != b:
-            mates.setdefault(a, Counter())[b] += n
-            mates.setdefault(b, Counter())[a] += n
+            mates.setdefault(names[a], Counter())[names[b]] += n
+            mates.setdefault(names[b], Counter())[names[a]] += n
     return mates
 
 
@@ -196,17 +319,26 @@ def aggregate(trace: Trace, stages: Sequence[str | None] | None = None) -> Profi
     n = len(c)
     if stages is not None and len(stages) != n:
         raise ValueError("stages must tag every dispatch")
-    durs = list(map(sub, c.end_ns, c.start_ns))
     kernels: dict[str, KernelSummary] = {}
-    for first, (name, idx) in enumerate(_index(trace)[0].items()):
-        d = list(map(durs.__getitem__, idx))
-        k = kernels[name] = KernelSummary(name, first=first, first_ns=min(map(c.start_ns.__getitem__, idx)),
-                                          calls=len(idx), total_ns=sum(d), min_ns=min(d), max_ns=max(d))
-        for res in dict.fromkeys(map(c.resources.__getitem__, idx)):  # distinct, first dispatch first
-            if res is not None:
-                _merge_resources(k.resources, res)
-        if c.launch is not None or stages is not None:
-            _variants(k, idx, durs, c.launch, stages)
+    if n:
+        import numpy as np
+
+        names, codes = name_codes(trace)
+        order, lo, _ = _order(codes, len(names))
+        starts, ends = _times(trace)
+        durs_np = ends - starts
+        per = durs_np[order]
+        sums, mins, maxs = (f.reduceat(per, lo).tolist() for f in (np.add, np.minimum, np.maximum))
+        firsts = np.minimum.reduceat(starts[order], lo).tolist()
+        durs = durs_np.tolist()
+        for first, (name, idx) in enumerate(_index(trace)[0].items()):
+            k = kernels[name] = KernelSummary(name, first=first, first_ns=firsts[first], calls=len(idx),
+                                              total_ns=sums[first], min_ns=mins[first], max_ns=maxs[first])
+            for res in dict.fromkeys(map(c.resources.__getitem__, idx)):  # distinct, first dispatch first
+                if res is not None:
+                    _merge_resources(k.resources, res)
+            if c.launch is not None or stages is not None:
+                _variants(k, idx, durs, c.launch, stages)
     for t in trace.totals:
         k = kernels.get(t.name)
         if k is None:

@@ -33,8 +33,8 @@ class CsvTable:
         missing = [c for c in columns if c not in self.header]
         if missing:
             raise TraceReadError(
-                f"missing column(s) {', '.join(missing)}; the header has {len(self.header)} column(s)"
-                + (f" ({', '.join(h[:40] for h in self.header[:12])})" if all(len(h) < 40 for h in self.header[:12]) else ""),
+                # the header's own text is never echoed: the file may be one a client named
+                f"missing column(s) {', '.join(missing)}; the header has {len(self.header)} column(s)",
                 file=self.label, line=self.header_line, expected=f"{self.what} with columns {', '.join(columns)}",
             )
 

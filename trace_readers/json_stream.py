@@ -124,6 +124,18 @@ def stream_array(chunks: Iterable[str], key: str, on_value: Callable[[str, Any],
             raise buf.error("Expecting value", truncated=True)
         raise TypeError(type(buf.value()).__name__)
     buf.pos += 1
+    for name in _members(buf):
+        if name == key and buf.skip_ws() == "[":
+            buf.pos += 1
+            yield from _items(buf)
+        else:
+            buf.skip_ws()
+            on_value(name, buf.value())
+
+
+def _members(buf: _Buffer) -> Iterator[str]:
+    """The keys of the object whose ``{`` was just consumed, each yielded with the buffer at
+    its value: the caller consumes the value before asking for the next key."""
     if buf.skip_ws() == "}":
         buf.pos += 1
         return
@@ -132,12 +144,7 @@ def stream_array(chunks: Iterable[str], key: str, on_value: Callable[[str, Any],
             raise buf.error("Expecting property name enclosed in double quotes", truncated=not buf.skip_ws())
         name = buf.value()
         buf.expect(":", "':' delimiter")
-        if name == key and buf.skip_ws() == "[":
-            buf.pos += 1
-            yield from _items(buf)
-        else:
-            buf.skip_ws()
-            on_value(name, buf.value())
+        yield name
         if buf.expect(",}", "',' delimiter") == "}":
             return
 
@@ -160,6 +167,40 @@ def _items(buf: _Buffer) -> Iterator[Any]:
             continue
         if buf.expect(",]", "',' delimiter") == "]":
             return
+
+
+def walk(chunks: Iterable[str], descend: Callable[[tuple], bool]) -> Iterator[tuple[tuple, Any]]:
+    """Walk a document, yielding ``(path, value)`` for every value decoded whole.
+
+    A path is the keys and array indexes from the top (``("a", 0, "b")``). An object or array
+    at a path for which ``descend(path)`` is true is stepped into (key by key, item by item)
+    instead of being decoded, so a nested array of a million records streams like a top-level
+    one. Invalid JSON raises ``JsonStreamError``."""
+    buf = _Buffer(chunks)
+    yield from _walk(buf, (), descend)
+
+
+def _walk(buf: _Buffer, path: tuple, descend: Callable[[tuple], bool]) -> Iterator[tuple[tuple, Any]]:
+    c = buf.skip_ws()
+    if not c:
+        raise buf.error("Expecting value", truncated=True)
+    if c == "{" and descend(path):
+        buf.pos += 1
+        for name in _members(buf):
+            yield from _walk(buf, (*path, name), descend)
+    elif c == "[" and descend(path):
+        buf.pos += 1
+        if buf.skip_ws() == "]":
+            buf.pos += 1
+            return
+        i = 0
+        while True:
+            yield from _walk(buf, (*path, i), descend)
+            i += 1
+            if buf.expect(",]", "',' delimiter") == "]":
+                return
+    else:
+        yield path, buf.value()
 
 
 def stream_error(exc: JsonStreamError, label: str, expected: str) -> TraceReadError:

@@ -116,6 +116,7 @@ def read_trace(
     format: str | None = None,
     *,
     max_bytes: int | None = None,
+    detail: bool = False,
 ) -> Trace:
     """Read a profile or trace into typed per-dispatch records.
 
@@ -123,11 +124,13 @@ def read_trace(
     and SQLite bytes accepted). The format is detected from the content unless ``format``
     names it (``FORMATS`` or an alias). Inputs over ``max_bytes`` (default:
     ``$SKILL_SERVER_PROFILE_MAX_BYTES`` or 512 MiB, also applied to the decompressed size)
-    are refused. Every problem with the input raises ``TraceReadError``."""
+    are refused. ``detail`` (torch traces): also keep host events and device-side ranges
+    (``Trace.cpu_events`` / ``device_ranges``), and accept a trace with no device kernels.
+    Every problem with the input raises ``TraceReadError``."""
     forced = format_name(format)
     source = open_source(path, content, max_bytes)
     with paused_gc():
-        return _read(source, forced)
+        return _read(source, forced, detail)
 
 
 @contextmanager
@@ -143,7 +146,7 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _read(source: Source, forced: str | None) -> Trace:
+def _read(source: Source, forced: str | None, detail: bool = False) -> Trace:
     try:
         if forced is not None:
             if source.kind == "binary":
@@ -156,6 +159,8 @@ def _read(source: Source, forced: str | None) -> Trace:
                 raise TraceReadError(f"format {forced} was forced but the input is {shown}", file=source.label,
                                      where="format", expected=f"{kind} input for {forced}, or no format to detect it")
         fmt = forced or _detect(source)
+        if fmt == torch_trace.FORMAT:
+            return torch_trace.read_torch_trace(source, detail=detail)
         return READERS[fmt](source)
     except TraceReadError:
         raise

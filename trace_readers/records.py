@@ -85,6 +85,31 @@ class KernelDispatch:
         return self.lane[2]
 
 
+@dataclass(frozen=True, slots=True)
+class CpuEvent:
+    """A host-side event of a torch trace, kept when ``read_trace(..., detail=True)`` asks:
+    ``cat`` is ``cpu_op`` / ``user_annotation`` (``record_function``) / a runtime category /
+    ``python_function`` (nn.Module scopes only); ``parent`` is the index (in
+    ``Trace.cpu_events``) of the innermost event on the same thread enclosing it."""
+
+    name: str
+    cat: str
+    thread: tuple[Any, Any]  # (pid, tid)
+    start_ns: int
+    end_ns: int
+    parent: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRange:
+    """A ``record_function`` range as the device timeline shows it (``gpu_user_annotation``)."""
+
+    name: str
+    start_ns: int
+    end_ns: int
+    lane: tuple[Any, Any, Any]
+
+
 @dataclass(slots=True)
 class KernelTotals:
     """One kernel's totals, for formats that are aggregated already (kernel_stats.csv)."""
@@ -112,6 +137,7 @@ class Columns:
     dispatch_id: list[int | None] = field(default_factory=list)
     resources: list[Resources | None] = field(default_factory=list)
     launch: list[LaunchContext | None] | None = None  # None: the format records no launch context
+    kind: list[str] | None = None  # None: every row a KERNEL_DISPATCH (only detail reads add others)
 
     def __len__(self) -> int:
         return len(self.name)
@@ -128,6 +154,10 @@ class Columns:
             self.launch = [None] * (len(self.name) - 1)
         if self.launch is not None:
             self.launch.append(d.launch)
+        if d.kind != KERNEL_DISPATCH and self.kind is None:
+            self.kind = [KERNEL_DISPATCH] * (len(self.name) - 1)
+        if self.kind is not None:
+            self.kind.append(d.kind)
 
     @classmethod
     def of(cls, dispatches: list[KernelDispatch]) -> "Columns":
@@ -153,6 +183,8 @@ class Trace:
     skipped: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     segment_rule: str = "none"
+    cpu_events: list[CpuEvent] | None = None  # torch traces read with detail=True
+    device_ranges: list[DeviceRange] | None = None  # likewise
     _records: list[KernelDispatch] | None = field(default=None, repr=False)
     cache: dict = field(default_factory=dict, repr=False)  # derived views (lanes) computed once
 
@@ -162,9 +194,11 @@ class Trace:
         if self._records is None:
             c = self.columns
             launch = c.launch if c.launch is not None else [None] * len(c)
+            kinds = c.kind if c.kind is not None else [KERNEL_DISPATCH] * len(c)
             self._records = [
-                KernelDispatch(n, s, e, i, ln, corr, disp, KERNEL_DISPATCH, res, lc)
-                for i, (n, s, e, ln, corr, disp, res, lc) in enumerate(
-                    zip(c.name, c.start_ns, c.end_ns, c.lane, c.correlation_id, c.dispatch_id, c.resources, launch))
+                KernelDispatch(n, s, e, i, ln, corr, disp, kind, res, lc)
+                for i, (n, s, e, ln, corr, disp, kind, res, lc) in enumerate(
+                    zip(c.name, c.start_ns, c.end_ns, c.lane, c.correlation_id, c.dispatch_id, kinds, c.resources,
+                        launch))
             ]
         return self._records

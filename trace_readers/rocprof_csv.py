@@ -28,7 +28,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from itertools import compress, repeat
-from operator import is_, itemgetter, lt, methodcaller
+from operator import is_, itemgetter, lt
 
 from trace_readers.csv_table import CsvTable
 from trace_readers.errors import TraceReadError
@@ -74,6 +74,21 @@ class _ResourceCells:
         self.has_workgroup = all(i is not None for i in self.workgroup)
         self.indexes: list[int] = [i for _, _, i in self.fields] + (self.workgroup if self.has_workgroup else [])
         self._seen: dict[tuple, Resources | None] = {}
+        self._by_values: dict[tuple, Resources | None] = {}
+
+    def of_values(self, values: tuple) -> Resources | None:
+        """``values``: the integers (or None) at ``indexes``, in that order; one instance per distinct set."""
+        known = self._by_values.get(values, False)
+        if known is not False:
+            return known  # type: ignore[return-value]
+        fields = {name: v for (name, _, _), v in zip(self.fields, values)}
+        if self.has_workgroup:
+            dims = values[len(self.fields):]
+            if all(v is not None for v in dims):
+                fields["workgroup_size"] = tuple(dims)
+        res = Resources(**fields) if any(v is not None for v in fields.values()) else None
+        self._by_values[values] = res
+        return res
 
     def of(self, cells: tuple, line: int) -> Resources | None:
         """``cells``: the row's cells at ``indexes``, in that order (a trailing extra cell is ignored)."""
@@ -82,14 +97,17 @@ class _ResourceCells:
             return known  # type: ignore[return-value]
         t = self.table
         at = dict(zip(self.indexes, cells))
-        values = {name: t.integer(_unquote(at[i]), col, line, optional=True) for name, col, i in self.fields}
+        values = [t.integer(_unquote(at[i]), col, line, optional=True) for _, col, i in self.fields]
         if self.has_workgroup:
-            dims = [t.integer(_unquote(at[i]), c, line, optional=True) for i, c in zip(self.workgroup, _WORKGROUP)]
-            if all(v is not None for v in dims):
-                values["workgroup_size"] = tuple(dims)
-        res = Resources(**values) if any(v is not None for v in values.values()) else None
-        self._seen[cells] = res
+            values += [t.integer(_unquote(at[i]), c, line, optional=True) for i, c in zip(self.workgroup, _WORKGROUP)]
+        res = self._seen[cells] = self.of_values(tuple(values))
         return res
+
+
+def _lane_id(cell: str) -> str:
+    """An agent/queue/stream cell as one spelling (``04`` and ``4`` are the same queue)."""
+    text = _unquote(cell.strip()).strip()
+    return str(int(text)) if text.isascii() and text.lstrip("+").isdigit() else text
 
 
 def _unquote(cell: str) -> str:
@@ -106,13 +124,13 @@ class _Irregular(Exception):
 class _KernelTraceReader:
     """Fills ``Columns`` from kernel-trace rows.
 
-    Blocks of well-formed rows go through ``bulk``: Kernel_Name is the only field that may
-    hold commas (template arguments), so each line is split from the left up to it and
-    from the right back to it (``str.split`` / ``rsplit`` in C), and every column is then
-    taken and converted for the whole block at once (``map`` over the rows, also in C).
-    A block with anything else (a quoted comma or line break in another field, a short or
-    long row, a bad number) is read line by line with the csv module, which keeps the
-    exact line of any error."""
+    Blocks of whole lines go through ``bulk``, which takes the quoted fields (Kind,
+    Kernel_Name: names hold commas) apart from the rest with one ``str.split`` and then
+    reads every column of the block at once: numpy parses the unquoted cells when all of
+    them are integers (``numeric``, rocprofv3's own output), else ``map`` over the split
+    fields converts them (``_layout``), else the csv module splits the block. A block with
+    anything else (a short or long row, a bad number, an empty name) is read line by line,
+    which keeps the exact line of any error. Every path yields the same records."""
 
     def __init__(self, table: CsvTable) -> None:
         self.table = table
@@ -123,14 +141,12 @@ class _KernelTraceReader:
         self.lane_cols = [table.col(c) for c in ("Agent_Id", "Queue_Id", "Stream_Id")]
         self.i_corr, self.i_disp = table.col("Correlation_Id"), table.col("Dispatch_Id")
         self.resources = _ResourceCells(table)
-        self.before, self.after = self.i_name, self.width - self.i_name - 1
         self.cols = Columns()
         self.skipped: Counter = Counter()
         self.names: dict[str, str] = {}  # raw field -> interned name (one copy of each, however long)
         self.lanes: dict[tuple, tuple] = {}
         self.kinds: dict[str, str] = {KERNEL_DISPATCH: KERNEL_DISPATCH, f'"{KERNEL_DISPATCH}"': KERNEL_DISPATCH}
         self.quoted: list[int] | None = None  # the columns rocprofv3 quotes, learned from the first row
-        self._by_rest: dict[str, Resources | None] = {}  # the rest of a line after the per-row fields -> resources
 
     # -- shared ------------------------------------------------------------------------------
     def _kind(self, raw: str) -> str:
@@ -144,7 +160,7 @@ class _KernelTraceReader:
         lane = self.lanes.get(cells)
         if lane is None:
             it = iter(cells)
-            lane = self.lanes[cells] = tuple(_unquote(next(it).strip()) if i is not None else None for i in self.lane_cols)
+            lane = self.lanes[cells] = tuple(_lane_id(next(it)) if i is not None else None for i in self.lane_cols)
         return lane
 
     def _name(self, raw: str, line: int) -> str:
@@ -183,32 +199,118 @@ class _KernelTraceReader:
             return None
         return inside, flat
 
-    def _standard_plan(self) -> int | None:
-        """rocprofv3's own layout: the rows start with the quoted Kind, Kernel_Name is the only
-        other quoted field, and every resource column comes after the columns read per row.
-        Then a row needs only ``k`` fields after the name split off; the rest of the line is
-        one string, the key its resources are parsed from once. Returns ``k``, or None."""
-        if self.quoted != [0, self.i_name] or self.i_kind != 0:
-            return None
-        after = [c - self.i_name for c in (self.i_start, self.i_end, self.i_corr, self.i_disp, *self.lane_cols)
-                 if c is not None and c > self.i_name]
-        k = max(after, default=0)
-        if any(i <= self.i_name + k for i in self.resources.indexes):
-            return None
-        return k
-
-    def _standard(self, block: str, n: int, k: int) -> dict | None:
+    def numeric(self, block: str, n: int) -> bool:
+        """Take ``block`` (``n`` whole lines) in bulk when every unquoted field is a non-negative
+        integer (rocprofv3 writes nothing else outside quotes): numpy parses all of them in one
+        C call, and lanes and resources become one record per distinct set. Returns False,
+        having added nothing, for any other block (or one cut inside a quoted field): the
+        generic paths then read it."""
+        np = _numpy()
+        if np is None or "\x00" in block:
+            return False
+        if "\r" in block:  # CRLF lines (the block was cut at the last "\n": its "\r" is still there)
+            block = block.replace("\r\n", "\n")
+            if block.endswith("\r"):
+                block = block[:-1]
+            if "\r" in block:
+                return False
+        if self.quoted is None:
+            self._layout(block[: block.find("\n")] if "\n" in block else block, 1)  # learn the quoted columns
+        quoted = self.quoted
+        if not quoted or any(c in quoted for c in (self.i_start, self.i_end, self.i_corr, self.i_disp)):
+            return False  # (a quoted timestamp or id would read as its placeholder: the generic paths take those)
+        width = self.width
+        strung = quoted  # the quoted columns still in quotes
+        all_dispatch = False
+        if self.i_kind in quoted:  # rocprofv3 quotes Kind: the common all-dispatch block needs no Kind strings
+            unkinded = block.replace(_QUOTED_DISPATCH, "-1")
+            if len(block) - len(unkinded) == n * (len(_QUOTED_DISPATCH) - 2):
+                block, all_dispatch = unkinded, True
+                strung = [c for c in quoted if c != self.i_kind]
+        nq = len(strung)
         segs = block.split('"')
-        if len(segs) != 4 * n + 1 or segs[0]:
-            return None
-        mids, tails = segs[2::4], segs[4::4]
-        if set(map(str.count, mids, repeat(","))) != {self.i_name}:
-            return None
-        flat_mid = "".join(mids).split(",")  # mids are ",f1,...,f(name-1),": joined, one row every `name` fields
-        split_tails = list(map(methodcaller("split", ",", k + 1), tails))  # ["", f, ..., f, rest of the line]
-        if set(map(len, split_tails)) != {k + 2}:
-            return None  # (the rest of each line is checked field by field when its resources are parsed)
-        return {"kinds": segs[1::4], "names": segs[3::4], "mid": flat_mid, "tails": split_tails}
+        if len(segs) != 2 * nq * n + 1:
+            return False  # a doubled quote, or a row with other quoted fields than the first row's
+        inside = segs[1::2]
+        text = "-1".join(segs[0::2]).replace("\n", ",")  # each quoted field a -1 (no real cell may be negative)
+        del segs
+        try:
+            flat = np.fromstring(text, dtype=np.int64, sep=",")
+        except ValueError:
+            return False  # an empty, fractional or non-numeric cell
+        del text
+        if flat.size != n * width or flat.max() == _INT64_MAX:  # numpy saturates what int64 cannot hold
+            return False
+        table = flat.reshape(n, width)
+        if not (table[:, quoted] == -1).all() or np.count_nonzero(flat < 0) != n * len(quoted):
+            return False  # a negative cell, or quoted fields in other columns than the first row's
+        at = {c: k for k, c in enumerate(strung)}
+
+        def strings(c: int) -> list[str]:
+            return inside[at[c]::nq]
+
+        keep = None
+        if self.i_kind is not None and not all_dispatch:
+            if self.i_kind not in at:
+                return False
+            kinds = strings(self.i_kind)
+            if set(kinds) != {KERNEL_DISPATCH}:
+                kinds = list(map(self._kind, kinds))
+                keep = np.fromiter(map(KERNEL_DISPATCH.__eq__, kinds), dtype=bool, count=n)
+                self.skipped.update(k for k in kinds if k != KERNEL_DISPATCH)
+                table = table[keep]
+        raw_names = strings(self.i_name)
+        if keep is not None:
+            raw_names = list(compress(raw_names, keep.tolist()))
+        rows_n = len(raw_names)
+        if not rows_n:
+            return True
+        for raw in set(raw_names).difference(self.names):
+            if not raw.strip():
+                return False  # an empty name: the per-line path says where
+        starts, ends = table[:, self.i_start], table[:, self.i_end]
+        if (ends < starts).any():
+            return False
+        res_idx = self.resources.indexes
+        if res_idx and not any(i in at for i in res_idx):
+            reps, codes = _row_codes(np, table[:, res_idx])
+            objs = [self.resources.of_values(tuple(r)) for r in reps]
+            res = list(map(objs.__getitem__, codes))
+        elif res_idx:  # a quoted resource column: its cells go through the checked path
+            columns = [map(str, table[:, i].tolist()) if i not in at else
+                       (compress(strings(i), keep.tolist()) if keep is not None else strings(i)) for i in res_idx]
+            try:
+                res = [self.resources.of(c + (c[0],), 0) for c in zip(*columns)]
+            except TraceReadError:
+                return False  # the per-line path names the line
+        else:
+            res = [None] * rows_n
+        lanes = self._numeric_lanes(np, table, strings, keep, at, rows_n)
+        for raw in set(raw_names).difference(self.names):
+            self.names[raw] = self.names.setdefault(raw.strip(), raw.strip())
+        cols = self.cols
+        cols.name += map(self.names.__getitem__, raw_names)
+        cols.start_ns += starts.tolist()
+        cols.end_ns += ends.tolist()
+        cols.lane += lanes
+        cols.correlation_id += table[:, self.i_corr].tolist() if self.i_corr is not None else repeat(None, rows_n)
+        cols.dispatch_id += table[:, self.i_disp].tolist() if self.i_disp is not None else repeat(None, rows_n)
+        cols.resources += res
+        return True
+
+    def _numeric_lanes(self, np, table, strings, keep, at, rows_n: int) -> list[tuple]:
+        present = [c for c in self.lane_cols if c is not None]
+        if not present:
+            lane = self._lane(())
+            return [lane] * rows_n
+        if any(c in at for c in present):  # a quoted lane cell ("Agent 4"): per distinct key, in Python
+            columns = [map(str, table[:, c].tolist()) if c not in at else
+                       (compress(strings(c), keep.tolist()) if keep is not None else strings(c)) for c in present]
+            keys = list(zip(*columns))
+            return list(map(self._lane, (k + (k[0],) for k in keys)))
+        reps, codes = _row_codes(np, table[:, present])
+        objs = [self._lane(tuple(map(str, r)) + (str(r[0]),)) for r in reps]
+        return list(map(objs.__getitem__, codes))
 
     def bulk(self, block: str) -> None:
         """Take every row of ``block`` (whole lines, quotes balanced) or raise _Irregular."""
@@ -217,24 +319,8 @@ class _KernelTraceReader:
         n = block.count("\n") + 1
         if self.quoted is None and "\r" not in block:
             self._layout(block[: block.find("\n")] if "\n" in block else block, 1)  # learn the quoted columns
-        k = self._standard_plan() if "\r" not in block else None
-        std = self._standard(block, n, k) if k is not None else None
-        layout = self._layout(block, n) if std is None and "\r" not in block else None
-        rest_keys = None
-        if std is not None:
-            i_name = stride = self.i_name
-            rows_n = n
-            rest_keys = list(map(itemgetter(k + 1), std["tails"]))
-
-            def column(c: int):
-                if c == 0:
-                    return iter(std["kinds"])
-                if c == i_name:
-                    return iter(std["names"])
-                if c < i_name:
-                    return iter(std["mid"][c::stride])
-                return map(itemgetter(c - i_name), std["tails"])
-        elif layout is not None:
+        layout = self._layout(block, n) if "\r" not in block else None
+        if layout is not None:
             inside, flat = layout
             width, quoted = self.width, self.quoted
             nq = len(quoted)
@@ -292,28 +378,7 @@ class _KernelTraceReader:
             lanes = list(map(self._lane, lane_keys))
         res_idx = self.resources.indexes
         n = rows_n
-        if rest_keys is not None and not res_idx:  # no resources to parse: still check each distinct rest once
-            width_rest = self.width - (self.i_name + k + 1)
-            for key in set(rest_keys).difference(self._by_rest):
-                if key.count(",") != width_rest - 1:
-                    raise _Irregular
-                self._by_rest[key] = None
-        if res_idx and rest_keys is not None:
-            keys = list(compress(rest_keys, keep)) if keep is not None else rest_keys
-            res = list(map(self._by_rest.get, keys, repeat(_UNSEEN)))
-            if any(map(is_, res, repeat(_UNSEEN))):
-                first_rest = self.i_name + k + 1
-                try:
-                    for key in set(keys).difference(self._by_rest):
-                        fields = key.rstrip("\n").split(",")
-                        if len(fields) != self.width - first_rest:
-                            raise _Irregular  # a row with a field too many or too few
-                        cells = tuple(fields[i - first_rest] for i in res_idx) + (fields[res_idx[0] - first_rest],)
-                        self._by_rest[key] = self.resources.of(cells, 0)
-                except (TraceReadError, IndexError):
-                    raise _Irregular from None
-                res = list(map(self._by_rest.__getitem__, keys))
-        elif res_idx:
+        if res_idx:
             cells = list(zip(*map(kept, res_idx), kept(res_idx[0])))
             res = list(map(self.resources._seen.get, cells, repeat(_UNSEEN)))
             if any(map(is_, res, repeat(_UNSEEN))):  # new combinations: check each once (a bad cell: the per-line path names its line)
@@ -408,6 +473,41 @@ def _int_or_none(cell: str) -> int | None:
 
 
 _BLOCK_CHARS = 4 << 20
+_INT64_MAX = (1 << 63) - 1
+_QUOTED_DISPATCH = f'"{KERNEL_DISPATCH}"'
+_HASH = (0x9E3779B97F4A7C15 - (1 << 64), 0x7F4A7C159E3779B9, 0x2545F4914F6CDD1D, 0x5851F42D4C957F2D,
+         0x14057B7EF767814F, 0x27BB2EE687B0B0FD, 0x61C8864680B583EB, 0x1B873593CC9E2D51,
+         0x3C6EF372FE94F82B, 0x0A54FF53A5F1D36F, 0x510E527FADE682D1, 0x1F83D9ABFB41BD6B)
+
+
+def _numpy():
+    """numpy, when installed (the bulk parser's accelerator; without it the generic paths read everything)."""
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return numpy
+
+
+def _row_codes(np, rows) -> tuple[list[list[int]], list[int]]:
+    """The distinct rows of a 2-D int64 array and, per row, the index of its distinct row.
+    Rows are hashed to one int64 (a sort of n numbers, not of n tuples) and every row is then
+    compared with its representative, so a hash collision falls back to an exact sort."""
+    k = rows.shape[1]
+    if k > len(_HASH):
+        key = None
+    else:
+        key = rows[:, 0] if k == 1 else rows @ np.array(_HASH[:k], dtype=np.int64)
+    if key is not None:
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        reps = rows[first]
+        inverse = inverse.reshape(-1)
+        if not np.array_equal(reps[inverse], rows):
+            key = None
+    if key is None:
+        _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+        reps, inverse = rows[first], inverse.reshape(-1)
+    return reps.tolist(), inverse.tolist()
 
 
 def read_kernel_trace(source: Source) -> Trace:
@@ -429,6 +529,12 @@ def read_kernel_trace(source: Source) -> Trace:
                 reader.per_line(iter([data]), line_no)
             break
         cut = data.rfind("\n")
+        if cut >= 0:  # the common case: the block is rocprofv3's own rows (no quote counting needed)
+            n = data.count("\n", 0, cut) + 1
+            if reader.numeric(data[:cut], n):
+                carry = data[cut + 1:]
+                line_no += n
+                continue
         quotes = data.count('"', 0, cut) if cut >= 0 else 0
         for _ in range(64):  # never cut inside a quoted field (a line break in a kernel name)
             if cut < 0 or quotes % 2 == 0:

@@ -16,18 +16,18 @@ Layout (rocprofiler-sdk's JSON writer)::
             "memory_copy": [...], ...}}]}
 
 ``kernel_symbols`` may also be an object keyed by kernel id. A kernel's name is its
-formatted name, else the demangled one, else the raw symbol. The file is parsed whole
-(bounded by the size limit); ROCm 7 writes the rocpd database by default, which is read
-row by row instead.
+formatted name, else the demangled one, else the raw symbol. The file is streamed, never
+parsed whole: records are read one by one as their text arrives (``read_rocprof_json``).
+ROCm 7 writes the rocpd database by default, which is read row by row.
 """
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
 from trace_readers.errors import TraceReadError
-from trace_readers.records import KERNEL_DISPATCH, Columns, KernelDispatch, Resources, Trace
+from trace_readers.json_stream import JsonStreamError, stream_error, walk
+from trace_readers.records import Columns, Resources, Trace
 from trace_readers.source import READ_ERRORS, SizeLimitExceeded, Source, read_error
 
 FORMAT = "rocprofv3_json"
@@ -80,80 +80,134 @@ def _device_names(agents: Any, used: set) -> list[str]:
     return sorted(set(names))
 
 
+class _Tool:
+    """What one ``rocprofiler-sdk-tool`` entry said, gathered while its records stream past."""
+
+    def __init__(self, index: int, first: int) -> None:
+        self.index = index
+        self.first = first  # position of its first dispatch in the columns
+        self.symbols: Any = None
+        self.agents: Any = None
+        self.kernel_ids: list[int] = []
+
+
+def _descend(path: tuple, seen: set) -> bool:
+    """Step into the document down to each buffer_records array (their records stream one by
+    one); everything else (metadata, agents, kernel_symbols) is small and decoded whole."""
+    depth = len(path)
+    if depth == 1:
+        seen.add(path[0])
+    return (depth == 0 or (depth == 1 and path[0] == TOOL_KEY) or depth == 2
+            or (depth == 3 and path[2] == "buffer_records") or depth == 4)
+
+
 def read_rocprof_json(source: Source) -> Trace:
+    """Streamed (``json_stream.walk``): memory holds one chunk and the columns, never the
+    document; kernel names are resolved once the tool's ``kernel_symbols`` have been read,
+    wherever they come in the file."""
     label = source.label
-    try:
-        text = "".join(source.text_chunks())
-    except READ_ERRORS + (SizeLimitExceeded,) as exc:
-        raise read_error(exc, label) from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        truncated = exc.msg.startswith("Unterminated") or not text[exc.pos:].strip()
-        raise TraceReadError(f"invalid JSON: {exc.msg}" + ("; the file looks truncated" if truncated else ""),
-                             file=label, line=exc.lineno, where=f"column {exc.colno}",
-                             expected="a complete rocprofv3 results.json") from None
-    except RecursionError:
-        raise TraceReadError("JSON nested too deeply", file=label, expected="a rocprofv3 results.json") from None
-    del text
-    tools = doc.get(TOOL_KEY) if isinstance(doc, dict) else None
-    if not isinstance(tools, list):
-        raise TraceReadError(f"no {TOOL_KEY!r} list", file=label, where=TOOL_KEY,
-                             expected="rocprofv3 --output-format json output")
-    dispatches: list[KernelDispatch] = []
+    cols = Columns()
     skipped: Counter = Counter()
-    used_agents: set = set()
-    devices: list[str] = []
+    tools: list[_Tool] = []
     resources: dict[tuple, Resources | None] = {}
     lanes: dict[tuple, tuple] = {}
-    for t, tool in enumerate(tools):
-        where_tool = f"{TOOL_KEY}[{t}]"
-        if not isinstance(tool, dict):
-            raise TraceReadError(f"entry is a {type(tool).__name__}", file=label, where=where_tool,
-                                 expected="an object with agents, kernel_symbols and buffer_records")
-        symbols = _symbols(tool.get("kernel_symbols"))
-        records = tool.get("buffer_records") if isinstance(tool.get("buffer_records"), dict) else {}
-        for kind, value in records.items():
-            if kind != "kernel_dispatch" and isinstance(value, list) and value:
-                skipped[kind] += len(value)
-        rows = records.get("kernel_dispatch", [])
-        if not isinstance(rows, list):
-            raise TraceReadError("kernel_dispatch is not a list", file=label,
-                                 where=f"{where_tool}.buffer_records.kernel_dispatch", expected="a list of records")
-        for i, rec in enumerate(rows):
-            where = f"{where_tool}.buffer_records.kernel_dispatch[{i}]"
-            if not isinstance(rec, dict):
-                raise TraceReadError(f"record is a {type(rec).__name__}", file=label, where=where,
-                                     expected="a kernel dispatch record object")
-            info = rec.get("dispatch_info") if isinstance(rec.get("dispatch_info"), dict) else {}
-            start, end = _int(rec.get("start_timestamp")), _int(rec.get("end_timestamp"))
-            if start is None or end is None or start < 0 or end < start:
-                raise TraceReadError(f"start_timestamp={str(rec.get('start_timestamp'))[:30]}, "
-                                     f"end_timestamp={str(rec.get('end_timestamp'))[:30]}", file=label, where=where,
-                                     expected="integer ns timestamps with end >= start")
-            kid = _int(info.get("kernel_id"))
-            name = symbols.get(kid) if kid is not None else None
+    used_agents: set = set()
+    keys: set = set()
+    try:
+        for path, value in walk(source.text_chunks(), lambda path: _descend(path, keys)):
+            if not path or path[0] != TOOL_KEY:
+                if not path:
+                    raise TraceReadError(f"top-level JSON is a {type(value).__name__}", file=label,
+                                         expected="a rocprofv3 results.json object")
+                continue
+            if len(path) == 1:
+                raise TraceReadError(f"{TOOL_KEY!r} is a {type(value).__name__}", file=label, where=TOOL_KEY,
+                                     expected="rocprofv3 --output-format json output (a list of tool entries)")
+            t = path[1]
+            where_tool = f"{TOOL_KEY}[{t}]"
+            if not tools or tools[-1].index != t:
+                tools.append(_Tool(t, len(cols)))
+            tool = tools[-1]
+            if len(path) == 2:
+                raise TraceReadError(f"entry is a {type(value).__name__}", file=label, where=where_tool,
+                                     expected="an object with agents, kernel_symbols and buffer_records")
+            key = path[2]
+            if len(path) == 3:
+                if key == "kernel_symbols":
+                    tool.symbols = value
+                elif key == "agents":
+                    tool.agents = value
+                continue
+            kind = path[3]
+            if len(path) == 4:  # a buffer_records value that is not an array
+                if kind == "kernel_dispatch" and value is not None:
+                    raise TraceReadError("kernel_dispatch is not a list", file=label,
+                                         where=f"{where_tool}.buffer_records.kernel_dispatch", expected="a list of records")
+                continue
+            if kind != "kernel_dispatch":
+                skipped[kind] += 1
+                continue
+            _dispatch(value, f"{where_tool}.buffer_records.kernel_dispatch[{path[4]}]", label, tool, cols,
+                      resources, lanes, used_agents)
+    except JsonStreamError as exc:
+        raise stream_error(exc, label, "a complete rocprofv3 results.json") from None
+    except READ_ERRORS + (SizeLimitExceeded,) as exc:
+        raise read_error(exc, label) from None
+    if TOOL_KEY not in keys:
+        raise TraceReadError(f"no {TOOL_KEY!r} list", file=label, where=TOOL_KEY,
+                             expected="rocprofv3 --output-format json output")
+    devices: list[str] = []
+    for tool in tools:
+        symbols = _symbols(tool.symbols)
+        for j, kid in enumerate(tool.kernel_ids):
+            name = symbols.get(kid)
             if name is None:
-                raise TraceReadError(f"kernel_id {kid} has no entry in kernel_symbols", file=label,
-                                     where=f"{where}.dispatch_info.kernel_id", expected="a kernel id listed in kernel_symbols")
-            agent = _handle(info.get("agent_id"))
-            used_agents.add(agent)
-            key = (info.get("private_segment_size"), info.get("group_segment_size"), _xyz(info.get("workgroup_size")))
-            if key not in resources:
-                scratch, lds, wg = key
-                values = {k: v for k, v in (("scratch_bytes", _int(scratch)), ("lds_bytes", _int(lds)),
-                                            ("workgroup_size", wg)) if v is not None}
-                resources[key] = Resources(**values) if values else None
-            corr = rec.get("correlation_id")
-            lane_key = (agent, _handle(info.get("queue_id")), _handle(rec.get("stream_id") or info.get("stream_id")))
-            lane = lanes.setdefault(lane_key, lane_key)
-            dispatches.append(KernelDispatch(
-                name, start, end, len(dispatches), lane,
-                _int(corr.get("internal")) if isinstance(corr, dict) else _int(corr),
-                _int(info.get("dispatch_id")), KERNEL_DISPATCH, resources[key], None))
-        devices += _device_names(tool.get("agents"), used_agents)
-    if not dispatches:
+                raise TraceReadError(
+                    f"kernel_id {kid} has no entry in kernel_symbols", file=label,
+                    where=f"{TOOL_KEY}[{tool.index}].buffer_records.kernel_dispatch[{j}].dispatch_info.kernel_id",
+                    expected="a kernel id listed in kernel_symbols")
+            cols.name[tool.first + j] = name
+        devices += _device_names(tool.agents, used_agents)
+    if not len(cols):
         raise TraceReadError("no kernel dispatch records", file=label,
                              expected="a rocprofv3 run with --kernel-trace (buffer_records.kernel_dispatch)")
-    return Trace(format=FORMAT, source=label, columns=Columns.of(dispatches), _records=dispatches, device_names=sorted(set(devices)),
-                 skipped=dict(skipped))
+    return Trace(format=FORMAT, source=label, columns=cols, device_names=sorted(set(devices)), skipped=dict(skipped))
+
+
+def _dispatch(rec: Any, where: str, label: str, tool: _Tool, cols: Columns, resources: dict, lanes: dict,
+              used_agents: set) -> None:
+    if not isinstance(rec, dict):
+        raise TraceReadError(f"record is a {type(rec).__name__}", file=label, where=where,
+                             expected="a kernel dispatch record object")
+    info = rec.get("dispatch_info") if isinstance(rec.get("dispatch_info"), dict) else {}
+    start, end = _int(rec.get("start_timestamp")), _int(rec.get("end_timestamp"))
+    if start is None or end is None or start < 0 or end < start:
+        raise TraceReadError(f"start_timestamp={str(rec.get('start_timestamp'))[:30]}, "
+                             f"end_timestamp={str(rec.get('end_timestamp'))[:30]}", file=label, where=where,
+                             expected="integer ns timestamps with end >= start")
+    kid = _int(info.get("kernel_id"))
+    if kid is None:
+        raise TraceReadError(f"kernel_id {str(info.get('kernel_id'))[:30]}", file=label,
+                             where=f"{where}.dispatch_info.kernel_id", expected="an integer kernel id")
+    agent = _handle(info.get("agent_id"))
+    used_agents.add(agent)
+    key = (info.get("private_segment_size"), info.get("group_segment_size"), _xyz(info.get("workgroup_size")))
+    try:
+        res = resources[key]
+    except KeyError:
+        scratch, lds, wg = key
+        values = {k: v for k, v in (("scratch_bytes", _int(scratch)), ("lds_bytes", _int(lds)),
+                                    ("workgroup_size", wg)) if v is not None}
+        res = resources[key] = Resources(**values) if values else None
+    except TypeError:  # an unhashable size: no resources for this record
+        res = None
+    corr = rec.get("correlation_id")
+    lane_key = (agent, _handle(info.get("queue_id")), _handle(rec.get("stream_id") or info.get("stream_id")))
+    tool.kernel_ids.append(kid)
+    cols.name.append("")  # resolved from kernel_symbols at the end
+    cols.start_ns.append(start)
+    cols.end_ns.append(end)
+    cols.lane.append(lanes.setdefault(lane_key, lane_key))
+    cols.correlation_id.append(_int(corr.get("internal")) if isinstance(corr, dict) else _int(corr))
+    cols.dispatch_id.append(_int(info.get("dispatch_id")))
+    cols.resources.append(res)

@@ -45,7 +45,9 @@ from typing import Any
 
 from trace_readers.errors import TraceReadError
 from trace_readers.json_stream import JsonStreamError, stream_array, stream_error
-from trace_readers.records import KERNEL_DISPATCH, Columns, KernelDispatch, LaunchContext, OpCall, Resources, Trace
+from trace_readers.records import (
+    KERNEL_DISPATCH, Columns, CpuEvent, DeviceRange, KernelDispatch, LaunchContext, OpCall, Resources, Trace,
+)
 from trace_readers.source import READ_ERRORS, SizeLimitExceeded, Source, read_error
 
 FORMAT = "torch_trace"
@@ -90,10 +92,12 @@ def _int_arg(value: Any) -> int | None:
 class _Reader:
     """Consumes events one by one and keeps what linking needs, compactly."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, detail: bool = False) -> None:
         self.label = label
+        self.detail = detail
+        self.device_ranges: list[DeviceRange] = []
         self.count = 0
-        self.kernels: list[tuple] = []  # (index, name, start ns, dur ns, pid, tid, External id, correlation, resources)
+        self.kernels: list[tuple] = []  # (index, name, start ns, dur ns, pid, tid, External id, correlation, resources, kind)
         self.skipped: Counter = Counter()
         self.by_external: dict[int, _Cpu] = {}
         self.by_correlation: dict[int, _Cpu] = {}
@@ -127,8 +131,8 @@ class _Reader:
             cat = ev.get("cat")
             if cat not in _KNOWN_CATS:
                 cat = cat.lower() if isinstance(cat, str) else ""
-            if cat == "kernel":
-                self._kernel(i, ev)
+            if cat == "kernel" or (self.detail and (cat == "gpu_memcpy" or cat == "gpu_memset")):
+                self._kernel(i, ev, cat)
             elif cat in _OP_CATS or cat in _RUNTIME_CATS:
                 self._cpu(i, ev, cat)
             elif cat == "python_function":
@@ -137,6 +141,11 @@ class _Reader:
                     self._cpu(i, ev, cat)  # only module scopes matter; other frames are not kept
             elif cat in _GPU_OTHER:
                 self.skipped[cat] += 1
+                if self.detail and cat == "gpu_user_annotation":
+                    start, dur = self._timing(i, ev)
+                    pid, tid = ev.get("pid"), ev.get("tid")
+                    self.device_ranges.append(DeviceRange(str(ev.get("name", "")), start, start + dur, (
+                        pid if isinstance(pid, Hashable) else None, None, tid if isinstance(tid, Hashable) else None)))
         elif (ph == "s" or ph == "f") and ev.get("cat") == "ac2g":
             ts = _ns(ev.get("ts"))
             if ts is None or "id" not in ev:
@@ -171,7 +180,7 @@ class _Reader:
         except TypeError:  # unhashable pid/tid: all such events share one thread
             return ("?", "?")
 
-    def _kernel(self, i: int, ev: dict) -> None:
+    def _kernel(self, i: int, ev: dict, cat: str = "kernel") -> None:
         name = ev.get("name")
         if not isinstance(name, str) or not name.strip():
             raise TraceReadError(f"kernel event has name {str(name)[:80]!r}", file=self.label,
@@ -186,7 +195,8 @@ class _Reader:
         pid, tid = ev.get("pid"), ev.get("tid")
         self.kernels.append((i, self._string(name.strip()), start, dur, pid if isinstance(pid, Hashable) else None,
                              tid if isinstance(tid, Hashable) else None, _int_arg(args.get("External id")),
-                             _int_arg(args.get("correlation")), self._kernel_resources(args)))
+                             _int_arg(args.get("correlation")), self._kernel_resources(args),
+                             KERNEL_DISPATCH if cat == "kernel" else cat))
 
     def _kernel_resources(self, args: dict) -> Resources | None:
         block = args.get("block")
@@ -314,9 +324,14 @@ def _ranges(anchor: _Cpu | None) -> tuple[str, ...]:
     return tuple(reversed(names))
 
 
-def read_torch_trace(source: Source) -> Trace:
+def read_torch_trace(source: Source, detail: bool = False) -> Trace:
+    """``detail``: also keep the host events and device-side ranges (``Trace.cpu_events``,
+    ``Trace.device_ranges``: the verifier attributes kernels, or on CPU the leaf ops, to its
+    ``record_function`` windows with them), keep device memcpy / memset events as dispatches
+    of their own ``kind`` (``gpu_memcpy`` / ``gpu_memset``: device time a candidate spends
+    must count), and accept a trace with no device kernels."""
     label = source.label
-    r = _Reader(label)
+    r = _Reader(label, detail)
     try:
         for ev in stream_array(source.text_chunks(), "traceEvents", r.top_level):
             r.saw_events = True
@@ -334,7 +349,7 @@ def read_torch_trace(source: Source) -> Trace:
                                  expected="a list of events")
         raise TraceReadError(f"no traceEvents key (keys: {', '.join(map(str, r.top_keys[:10]))})", file=label,
                              expected="a torch.profiler Chrome trace with a traceEvents list")
-    if not r.kernels:
+    if not r.kernels and not detail:
         raise TraceReadError(
             f"no device kernels (no events with cat 'kernel'; {r.cpu_ops} CPU ops)", file=label,
             expected="a GPU profile: torch.profiler with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] "
@@ -349,7 +364,7 @@ def _link(r: _Reader) -> Trace:
     lanes: dict[tuple, tuple] = {}
     dispatches: list[KernelDispatch] = []
     unlinked = 0
-    for order, (_, name, start, dur, pid, tid, ext, corr, res) in enumerate(r.kernels):
+    for order, (_, name, start, dur, pid, tid, ext, corr, res, kind) in enumerate(r.kernels):
         runtime = r.by_correlation.get(corr) if corr is not None else None
         if runtime is None:
             flow = r.flow_end.get((pid, tid, start))
@@ -382,7 +397,7 @@ def _link(r: _Reader) -> Trace:
         lane = lanes.get((pid, tid))
         if lane is None:
             lane = lanes[(pid, tid)] = (pid, None, tid)
-        dispatches.append(KernelDispatch(name, start, start + dur, order, lane, corr, None, KERNEL_DISPATCH, res, launch))
+        dispatches.append(KernelDispatch(name, start, start + dur, order, lane, corr, None, kind, res, launch))
     names = [str(p["name"]) for p in r.device_props if isinstance(p, dict) and p.get("name")]
     notes = []
     if unlinked:
@@ -390,5 +405,20 @@ def _link(r: _Reader) -> Trace:
                      "(no External id, correlation or ac2g flow match): no shape or segment for those")
     if not r.threads:
         notes.append("the trace has no CPU events: profile with ProfilerActivity.CPU too for shapes and segments")
-    return Trace(format=FORMAT, source=r.label, columns=Columns.of(dispatches), _records=dispatches, device_names=sorted(set(names)),
-                 skipped=dict(r.skipped), notes=notes, segment_rule=SEGMENT_RULE)
+    trace = Trace(format=FORMAT, source=r.label, columns=Columns.of(dispatches), _records=dispatches,
+                  device_names=sorted(set(names)), skipped=dict(r.skipped), notes=notes, segment_rule=SEGMENT_RULE)
+    if r.detail:
+        trace.cpu_events = _cpu_events(nested)
+        trace.device_ranges = r.device_ranges
+    return trace
+
+
+def _cpu_events(nested: dict) -> list[CpuEvent]:
+    at: dict[int, int] = {}
+    events: list[CpuEvent] = []
+    for _, evs in nested.values():
+        for e in evs:  # parents come before their children (sorted by start)
+            at[id(e)] = len(events)
+            events.append(CpuEvent(e.name, e.cat, e.thread, e.start, e.end,
+                                   at[id(e.parent)] if e.parent is not None else None))
+    return events

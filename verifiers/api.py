@@ -1,18 +1,22 @@
 """Public entry point: ``verify(problem, candidate, ...) -> VerificationReport``.
 
-Runs one worker subprocess per shape (visible shapes: every stage; the problem's hidden
-shapes: parity only), merges their reports, and draws the per-round timing plot. The parent
-process never imports torch or the candidate.
+Runs one judge process for the whole verification (``verifiers.runner``): every visible
+shape in turn, the problem's hidden shapes' parity cases interleaved with the first
+one's. The calling process never imports torch or the candidate. A candidate file that
+does not exist, does not parse, or visibly lacks the function FAILs here at once; one that
+imports a package that is not installed FAILs at once as well; any other import failure FAILs in
+the judge's probe, seconds later.
 """
 from __future__ import annotations
 
+import ast
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from verifiers.candidate import check_candidate_file, parse_candidate
+from verifiers.candidate import CandidateSpec, parse_candidate
 from verifiers.options import VerifyOptions
-from verifiers.problem import Problem, is_problem_path, load_problem
+from verifiers.problem import EMULATED_PLATFORM, Problem, for_platform, is_problem_path, load_problem
 from verifiers.provenance import git_state, host_and_time
 from verifiers.report import (
     ShapeReport,
@@ -21,11 +25,12 @@ from verifiers.report import (
     overall_verdict,
     plot_rounds,
 )
-from verifiers.runner import run_worker
+from verifiers.runner import failed_report, run_judge
 
 __all__ = ["VerifyOptions", "VerificationReport", "verify", "resolve_shapes"]
 
 Progress = Callable[[int, int, str], None]
+_DYNAMIC = ("__getattr__", "globals", "exec", "setattr", "sys.modules", "import *")
 
 
 def resolve_shapes(problem: Problem, shapes: list[str] | None) -> list[str]:
@@ -39,6 +44,82 @@ def resolve_shapes(problem: Problem, shapes: list[str] | None) -> list[str]:
     return ["x".join(str(d[n]) for n in problem.dim_names) for d in problem.shapes]
 
 
+def check_emulated(problem: Problem, spec: CandidateSpec, shapes: list[str]) -> None:
+    """Bad input for the gfx950-emulated platform, before any process starts: a box that
+    cannot compile or emulate says what is missing; shapes must be emulation-sized; an
+    ``arm:NAME`` candidate must have an emulated arm at every shape."""
+    from verifiers.gfx950.emulator import verifier_arms
+
+    missing = verifier_arms.toolchain_problem()
+    if missing:
+        raise ValueError(f"device {EMULATED_PLATFORM}: this box cannot compile and emulate FlyDSL kernels: {missing}")
+    allowed = [dict(d) for d in (*problem.shapes, *problem.hidden_shapes, *verifier_arms.declared_dims(problem.name))]
+    dims = [problem.parse_shape(s) for s in shapes]
+    for text, d in zip(shapes, dims):
+        if d not in allowed:
+            shown = ", ".join("x".join(str(a[n]) for n in problem.dim_names) for a in allowed)
+            raise ValueError(f"shape {text}: not emulation-sized for {problem.name} (the emulator runs seconds per "
+                             f"launch); {EMULATED_PLATFORM} shapes: {shown}")
+    if spec.kind == "arm":
+        verifier_arms.check_candidate(problem.name, spec.target, problem.arms, dims)
+
+
+def candidate_file_problem(spec: CandidateSpec) -> str | None:
+    """Why a candidate file cannot be the candidate, when that is visible without running it."""
+    if spec.kind != "file":
+        return None
+    path = Path(spec.target).expanduser()
+    if not path.is_file():
+        return f"candidate file {spec.target!r} does not exist"
+    try:
+        source = path.read_text(encoding="utf-8")
+        tree = ast.parse(source, filename=str(path))
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"candidate file {spec.target!r} cannot be read: {type(exc).__name__}"
+    except SyntaxError as exc:
+        return f"candidate file {spec.target!r} does not parse: line {exc.lineno}: {exc.msg}"
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        else:
+            names |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    if spec.function not in names and not any(word in source for word in _DYNAMIC):
+        return f"candidate file {spec.target!r} has no function {spec.function!r}"
+    missing = _missing_top_level_imports(tree, path.parent)
+    if missing:
+        return (f"candidate file {spec.target!r} does not import: it imports {missing[0]!r} at module level, "
+                "which is not installed here")
+    return None
+
+
+def _missing_top_level_imports(tree: ast.Module, folder: Path) -> list[str]:
+    """Top-level packages the module imports unconditionally that cannot be found. Only the
+    import system's search runs (``find_spec`` of a top-level name executes no module code);
+    imports inside ``try`` blocks or functions may be optional and are left to the import."""
+    import importlib.util
+    import sys
+
+    names = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names += [a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module.split(".")[0])
+    missing = []
+    for name in dict.fromkeys(names):
+        if name in sys.builtin_module_names or (folder / name).exists() or (folder / f"{name}.py").exists():
+            continue
+        try:
+            if importlib.util.find_spec(name) is None:
+                missing.append(name)
+        except (ImportError, ValueError):
+            missing.append(name)
+    return missing
+
+
 def verify(
     problem_name: str,
     candidate: str,
@@ -46,51 +127,49 @@ def verify(
     shapes: list[str] | None = None,
     options: VerifyOptions | None = None,
     progress: Progress | None = None,
+    plot_path: str | Path | None = None,
 ) -> VerificationReport:
     """Verify ``candidate`` (``FILE.py:FUNC``, ``package.module:FUNC`` or ``arm:NAME``) against
     the problem's baseline arm (or ``baseline``) on ``shapes`` (default: the problem's shapes).
 
-    Raises ValueError for bad input (unknown problem, arm, shape, candidate syntax) before any
-    subprocess starts; everything that happens inside a run is recorded in the report.
+    ``plot_path``: where the caller wants the per-round plot (a caller's choice, never a
+    client-settable option). Raises ValueError / KeyError for bad input (unknown problem,
+    arm, shape, candidate syntax) before any process starts; everything that happens
+    inside a run, a candidate that cannot be loaded included, is recorded in the report.
     """
     options = options or VerifyOptions()
     t0 = time.perf_counter()
     spec = parse_candidate(candidate)
-    check_candidate_file(spec)
     problem = load_problem(problem_name)  # imports the problem file: cheap, no torch work
+    emulated = options.device.strip().lower() == EMULATED_PLATFORM
     if baseline is not None:
         problem.arm(baseline)  # KeyError lists the arms
-    if spec.kind == "arm":
+    if emulated:
+        problem = for_platform(problem, EMULATED_PLATFORM)  # ValueError: the problem declares no emulation
+    elif spec.kind == "arm":
         problem.arm(spec.target)
     shape_list = resolve_shapes(problem, shapes)
-    hidden = list(problem.hidden_shapes) if options.hidden_shapes else []
+    if emulated:
+        check_emulated(problem, spec, shape_list)
+    hidden = [f"hidden-{i + 1}" for i in range(len(problem.hidden_shapes))] if options.hidden_shapes else []
     worker_problem = str(Path(problem_name).resolve()) if is_problem_path(problem_name) else problem_name
-    worker_candidate = candidate
-    if spec.kind == "file":
-        worker_candidate = f"{Path(spec.target).expanduser().resolve()}:{spec.function}"
-    digest_files = [Path(problem_name).resolve()] if is_problem_path(problem_name) else []
-
-    jobs: list[tuple[str, str, bool]] = [(s, s, False) for s in shape_list]
-    jobs += [("x".join(str(d[n]) for n in problem.dim_names), f"hidden-{i + 1}", True) for i, d in enumerate(hidden)]
-    n_jobs = len(jobs)
-    reports: list[ShapeReport] = []
-    for index, (shape, label, is_hidden) in enumerate(jobs):
-        def shape_progress(done: int, total: int, message: str, _i: int = index) -> None:
-            if progress:
-                frac = done / total if total else 0.0
-                progress(_i * 100 + int(100 * frac), n_jobs * 100, message)
-
-        reports.append(
-            run_worker(worker_problem, worker_candidate, shape, baseline, options, shape_progress,
-                       label=label, hidden=is_hidden, extra_digest_files=digest_files)
-        )
+    bad = candidate_file_problem(spec)
+    if bad:
+        reports = [failed_report(s, False, "FAIL", "load", "FAIL", bad) for s in shape_list]
+        reports += [failed_report(h, True, "FAIL", "load", "FAIL", bad) for h in hidden]
+    else:
+        if spec.kind == "file":
+            candidate_arg = f"{Path(spec.target).expanduser().resolve()}:{spec.function}"
+        else:
+            candidate_arg = candidate
+        reports = run_judge(worker_problem, candidate_arg, shape_list, baseline, options, progress, hidden)
     report = _merge(problem, candidate, baseline, shape_list, reports, options)
-    if options.plot_path:
-        path = plot_rounds(report, options.plot_path)
+    if plot_path:
+        path = plot_rounds(report, plot_path)
         report.plot_path = str(path) if path else None
     report.seconds = time.perf_counter() - t0
     if progress:
-        progress(n_jobs * 100, n_jobs * 100, f"done: {report.verdict}")
+        progress(1, 1, f"done: {report.verdict}")
     return report
 
 
@@ -115,6 +194,7 @@ def _merge(
     base = next((r.provenance for r in reports if r.provenance.platform), None)
     if base is not None:
         report.provenance = base.model_copy()
+    report.provenance.sandbox = next((r.provenance.sandbox for r in reports if r.provenance.sandbox), None)
     revision, dirty = git_state()
     report.provenance.git_revision, report.provenance.git_dirty = revision, dirty
     for key, value in host_and_time().items():

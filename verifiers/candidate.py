@@ -15,7 +15,8 @@ from verifiers.problem import Problem
 
 @dataclass(frozen=True)
 class CandidateSpec:
-    kind: Literal["file", "module", "arm"]
+    # "emulated": an ``arm:NAME`` on the gfx950-emulated platform (the judge sets it, never a user)
+    kind: Literal["file", "module", "arm", "emulated"]
     target: str  # file path, module name or arm name
     function: str | None
 
@@ -47,15 +48,20 @@ def parse_candidate(spec: str) -> CandidateSpec:
     return CandidateSpec("module", target, func)
 
 
-def check_candidate_file(spec: CandidateSpec) -> None:
-    """Cheap pre-flight in the parent: the file exists (no import)."""
-    if spec.kind == "file" and not Path(spec.target).expanduser().is_file():
-        raise ValueError(f"candidate file {spec.target!r} does not exist")
+def load_candidate(spec: CandidateSpec, problem: Problem | None) -> Builder:
+    """Import the builder (this runs its module's code: only ever inside an arm process)."""
+    if spec.kind == "emulated":
+        if problem is None:
+            raise CandidateError(f"arm:{spec.target} (emulated) needs its problem")
+        from verifiers.gfx950.emulator.verifier_arms import verifier_builder
 
-
-def load_candidate(spec: CandidateSpec, problem: Problem) -> Builder:
-    """Import the candidate (this runs its module code: call after the integrity snapshot)."""
+        try:
+            return verifier_builder(problem, spec.target)
+        except (KeyError, LookupError) as exc:
+            raise CandidateError(str(exc).strip("'\"")) from None
     if spec.kind == "arm":
+        if problem is None:
+            raise CandidateError(f"arm:{spec.target} needs its problem")
         try:
             return problem.resolve_builder(problem.arm(spec.target).build)
         except KeyError as exc:

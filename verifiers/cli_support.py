@@ -40,13 +40,17 @@ def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-secret-seed", action="store_true", help="skip the secret parity seed")
     parser.add_argument("--noise-floor", type=float, default=None, help="the card's declared noise floor (e.g. 0.01)")
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS", help="per-shape worker time limit")
-    parser.add_argument("--device", default=None, help="auto | cpu | cuda | cuda:N")
+    parser.add_argument("--device", default=None, help="auto | cpu | cuda | cuda:N | gfx950-emulated (FlyDSL arms on "
+                        "the gfx950 emulator: parity only)")
     parser.add_argument("--rocprof-trace", metavar="CSV", default=None, help="rocprofv3 kernel trace of the candidate")
     parser.add_argument("--rocprof-baseline-trace", metavar="CSV", default=None, help="rocprofv3 kernel trace of the baseline")
     parser.add_argument("--no-timing", action="store_true", help="parity and signature only")
     parser.add_argument("--no-profile", action="store_true", help="skip the runtime-signature / segment profiling")
     parser.add_argument("--options", metavar="JSON", default=None,
                         help="further VerifyOptions as a JSON object or a path to a JSON file")
+    parser.add_argument("--require-sandbox", action="store_true",
+                        help="refuse to run when the arms cannot be confined (no Landlock); "
+                             "SKILL_SERVER_REQUIRE_SANDBOX=1 does the same")
     parser.add_argument("--quiet", action="store_true", help="no progress display on stderr")
 
 
@@ -72,7 +76,6 @@ def options_from_args(args: argparse.Namespace) -> Any:
         "noise_floor": args.noise_floor,
         "time_limit_s": args.time_limit,
         "device": args.device,
-        "plot_path": args.plot,
         "rocprof_trace": args.rocprof_trace,
         "rocprof_baseline_trace": args.rocprof_baseline_trace,
     }
@@ -83,6 +86,8 @@ def options_from_args(args: argparse.Namespace) -> Any:
         base["timing"] = False
     if args.no_profile:
         base["profile"] = False
+    if getattr(args, "require_sandbox", False):
+        base["require_sandbox"] = True
     return VerifyOptions.model_validate(base)
 
 
@@ -131,7 +136,7 @@ def run_verify_command(args: argparse.Namespace, card_problem_name: str) -> int:
     display = None if args.quiet else ProgressDisplay()
     try:
         report = verify(card_problem_name, args.candidate, baseline=args.baseline, shapes=args.shapes,
-                        options=options, progress=display)
+                        options=options, progress=display, plot_path=args.plot)
     except (ValueError, KeyError, FileNotFoundError, ImportError, TypeError, AttributeError) as exc:
         if display:
             display.close()

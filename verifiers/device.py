@@ -1,10 +1,8 @@
-"""The device under test: platform, synchronisation, timers, cache flush.
+"""The device under test, as the judge sees it: platform, synchronisation, cache flush.
 
-One code path for CUDA and ROCm (``torch.cuda`` is HIP on ROCm); a host timer on CPU so CI
-can exercise the same protocol. The timer, synchronise and event functions are captured
-when ``open_device`` runs, which the worker does *before* importing the candidate: a
-candidate that patches ``time.perf_counter_ns`` or ``torch.cuda.synchronize`` afterwards
-does not change what the harness measures (and ``integrity`` reports the patch).
+One code path for CUDA and ROCm (``torch.cuda`` is HIP on ROCm). The judge opens the
+device in its own process (no candidate code ever runs there), flushes the caches before
+every call with its own buffer, and measures the copy bandwidth for the physical bound.
 """
 from __future__ import annotations
 
@@ -17,10 +15,13 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-Platform = Literal["cuda", "rocm", "cpu"]
+Platform = Literal["cuda", "rocm", "cpu", "gfx950-emulated"]
+#: FlyDSL arms' gfx950 code objects run on CPU tensors through the emulator: parity only
+EMULATED = "gfx950-emulated"
 
 MIB = 1 << 20
-# MI300X / MI355X carry a 256 MiB Infinity Cache that torch does not report as L2.
+# MI300X / MI355X carry a 256 MiB Infinity Cache that torch does not report as L2; a known
+# arch's whole layout (verifiers/amd_caches.py) raises the flush above this floor.
 ROCM_FLUSH_FLOOR = 512 * MIB
 # 256 MiB is what KernelBench / do_bench flush; Hopper's L2 (50-60 MiB) is far below it.
 CUDA_FLUSH_FLOOR = 256 * MIB
@@ -52,7 +53,10 @@ class Device:
 
     def default_flush_bytes(self) -> int:
         if self.platform == "rocm":
-            return max(2 * self.llc_bytes, ROCM_FLUSH_FLOOR)
+            from verifiers.amd_caches import layout_for
+
+            known = layout_for(str(self.properties.get("gcnArchName") or ""))
+            return max(2 * self.llc_bytes, 2 * known.total_bytes if known else 0, ROCM_FLUSH_FLOOR)
         if self.platform == "cuda":
             return max(2 * self.llc_bytes, CUDA_FLUSH_FLOOR)
         return 2 * self.llc_bytes
@@ -63,6 +67,14 @@ def open_device(choice: str = "auto") -> Device:
     import torch
 
     choice = (choice or "auto").strip().lower()
+    if choice == EMULATED:  # CPU tensors; the arms run gfx950 code on the emulator
+        return Device(
+            torch_device=torch.device("cpu"),
+            platform=EMULATED,
+            name=f"gfx950 emulator on CPU ({cpu_name()})",
+            llc_bytes=_cpu_llc_bytes(),
+            properties={"threads": torch.get_num_threads(), "emulated_arch": "gfx950"},
+        )
     if choice == "auto":
         choice = "cuda" if torch.cuda.is_available() else "cpu"
     if choice in ("rocm", "hip"):
@@ -76,7 +88,7 @@ def open_device(choice: str = "auto") -> Device:
             properties={"threads": torch.get_num_threads()},
         )
     if not choice.startswith("cuda"):
-        raise ValueError(f"device {choice!r}: expected auto, cpu, cuda or cuda:N")
+        raise ValueError(f"device {choice!r}: expected auto, cpu, cuda, cuda:N or {EMULATED}")
     if not torch.cuda.is_available():
         raise RuntimeError(f"device {choice!r} requested but torch.cuda is not available (torch {torch.__version__})")
     dev = torch.device(choice)
@@ -94,6 +106,9 @@ def open_device(choice: str = "auto") -> Device:
     }
     if platform == "rocm":
         properties["gcnArchName"] = getattr(props, "gcnArchName", "")
+    uuid = getattr(props, "uuid", None)
+    if uuid is not None:
+        properties["uuid"] = str(uuid)
     try:  # best effort: needs pynvml / amdsmi
         properties["clock_rate_mhz"] = int(torch.cuda.clock_rate(index))
     except Exception:

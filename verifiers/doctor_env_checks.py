@@ -186,7 +186,7 @@ def check_caches(ctx: CheckContext) -> CheckResult:
     reported = int(dev.properties.get("L2_cache_size") or 0)
     arch = dev.properties.get("gcnArchName")
     known = doctor_seams.known_amd_cache(arch) if dev.platform == "rocm" else None
-    flush = doctor_seams.flush_rule_bytes(dev.platform, dev.llc_bytes)
+    flush = doctor_seams.flush_rule_bytes(dev.platform, dev.llc_bytes, arch)
     return judge_caches(dev.platform, arch, reported, known, flush, dev.name)
 
 

@@ -30,12 +30,13 @@ def open_device(choice: str = "auto") -> "Device":
     return _open(choice)
 
 
-def flush_rule_bytes(platform: str, llc_bytes: int) -> int:
+def flush_rule_bytes(platform: str, llc_bytes: int, arch: str | None = None) -> int:
     """What the verifier's flush writes by default on a device of ``platform`` whose reported
     last-level cache is ``llc_bytes`` (its own rule, asked without opening a device)."""
     from verifiers.device import Device
 
-    return Device(torch_device=None, platform=platform, name="", llc_bytes=llc_bytes).default_flush_bytes()  # type: ignore[arg-type]
+    return Device(torch_device=None, platform=platform, name="", llc_bytes=llc_bytes,  # type: ignore[arg-type]
+                  properties={"gcnArchName": arch or ""}).default_flush_bytes()
 
 
 def make_flusher(device: "Device", nbytes: int | None = None) -> Any:
@@ -75,10 +76,30 @@ def default_flush_pattern() -> str:
 
 def profile_records(launches: Sequence[Callable[[], None]], device: "Device", flusher: Any,
                     calls: int = 3) -> list["KernelRecord"]:
-    """Profile flush + call iterations the way the verifier's signature stage does."""
-    from verifiers.kernel_trace import profile_launches
+    """Profile ``calls`` calls the way an arm process does for the signature stage: each call in
+    its ``verifier::call::<i>`` range and nothing else in the trace. In a verification the judge
+    flushes from its own process, so the arm's trace never holds a flush: here the flush runs
+    once before the profiler starts (a flush kernel inside the trace would count as work
+    outside every call window)."""
+    import tempfile
+    from pathlib import Path
 
-    return profile_launches(launches, device, flusher, calls)
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from verifiers.kernel_trace import CALL_PREFIX, from_chrome_trace
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.is_gpu else [])
+    flusher.flush()
+    device.sync()
+    with profile(activities=activities) as prof:
+        for i in range(calls):
+            with record_function(f"{CALL_PREFIX}{i}"):
+                launches[i % len(launches)]()
+            device.sync()
+    with tempfile.TemporaryDirectory(prefix="doctor-trace-") as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        return from_chrome_trace(path, cpu=not device.is_gpu)
 
 
 def signature_gate(records: Sequence["KernelRecord"], required: Sequence[str], launches_per_iter: int | None,
@@ -134,10 +155,8 @@ def runtimes_in_this_process() -> "RuntimeCheck":
 
 # ------------------------------------------------------------------------------ kernels
 def known_amd_cache(arch: str | None) -> Any:
-    """The full cache layout of a known AMD arch (L2 per XCD, XCDs, MALL), or None.
-
-    The table lives with the block-scale twin, its other reader; move both to a device-facts
-    module when the verifier's device module settles."""
+    """The full cache layout of a known AMD arch (L2 per XCD, XCDs, MALL) as the twin models
+    it, or None (the table itself: verifiers/amd_caches.py)."""
     from skill_kernels.flydsl_fp8_blockscale_gemm.twin_configs import KNOWN_AMD_CACHES
 
     return KNOWN_AMD_CACHES.get((arch or "").split(":")[0])

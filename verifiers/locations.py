@@ -95,11 +95,29 @@ def repo_relative(path: Path | str) -> str | None:
     return None
 
 
-def child_pythonpath(existing: str | None) -> str:
+CHECKOUT_PACKAGES = ("verifiers", "skill_kernels", "kernels", "skill_server", "trace_readers")
+
+
+def child_pythonpath(existing: str | None, links_in: Path | None = None) -> str:
     """PYTHONPATH for a subprocess that must import this code: a checkout goes first; an
     installed package is already on the interpreter's path (and site-packages must not be
-    put ahead of the standard library)."""
-    parts = [] if INSTALLED else [str(CODE_ROOT)]
+    put ahead of the standard library).
+
+    ``links_in``: a folder of the caller's (created if needed) that gets one symlink per
+    package of the checkout and goes on the path instead of the checkout itself. A confined
+    arm may read the packages but not list the checkout's root (its state folder may lie
+    there), and Python finds nothing in a path entry it cannot list."""
+    parts: list[str] = []
+    if not INSTALLED:
+        if links_in is None:
+            parts = [str(CODE_ROOT)]
+        else:
+            links_in.mkdir(parents=True, exist_ok=True)
+            for name in CHECKOUT_PACKAGES:
+                target, link = CODE_ROOT / name, links_in / name
+                if target.is_dir() and not link.exists():
+                    link.symlink_to(target, target_is_directory=True)
+            parts = [str(links_in)]
     return os.pathsep.join(parts + ([existing] if existing else []))
 
 

@@ -1,4 +1,10 @@
-"""``VerifyOptions``: every knob of one verification, validated at the boundary."""
+"""``VerifyOptions``: every knob of one verification, validated at the boundary.
+
+These are the options a client may set (the MCP tool passes them through), so none of
+them names an interpreter, an executable or a place to write: the verifier always runs
+with the server's own interpreter, and where a plot goes is the caller's argument
+(``verifiers.api.verify(plot_path=...)``), not an option.
+"""
 from __future__ import annotations
 
 from typing import Literal
@@ -21,7 +27,7 @@ class VerifyOptions(BaseModel):
     max_calls_per_block: int = Field(500, ge=1)
     warmup_ms: float = Field(25.0, ge=25.0)
     warmup_calls: int = Field(10, ge=10)
-    rotating_sets: int = Field(3, ge=2, description="buffer sets per arm (pointer-keyed caches do not help)")
+    rotating_sets: int = Field(3, ge=1, description="buffer sets per arm (values are fresh before every call anyway)")
     flush_bytes: int | None = Field(None, ge=1, description="override the flush size (default max(2 x LLC, floor))")
     bootstrap_samples: int = Field(4000, ge=200)
     bootstrap_seed: int = 20261130
@@ -29,9 +35,16 @@ class VerifyOptions(BaseModel):
         None, ge=0.0, description="the card's declared noise floor (default: 0.01 on GPUs, 0.05 on CPU)"
     )
     timing: bool = True
+    check_samples: int = Field(64, ge=8, le=4096, description="output elements checked against the oracle after every timed call")
+    floor_calls: int = Field(40, ge=5, description="no-op calls measuring the timer floor")
+    clock_gap_ms: float | None = Field(None, gt=0, description="allowed per-call disagreement of the two clocks (default per platform)")
+    clock_gap_rel: float = Field(0.05, ge=0.0, le=1.0)
+    call_timeout_s: float = Field(30.0, gt=0, description="a timed call that does not answer within this FAILs (hang)")
     time_failed_parity: bool = Field(False, description="time the arms even when parity failed")
     cpu_threads: int | None = Field(1, ge=1, description="torch threads on CPU (1 keeps CPU timing stable)")
-    cpu_timer: Literal["process_time", "perf_counter"] = "process_time"
+    gpu_protocol: Literal["per_call", "chained"] = Field(
+        "per_call", description="GPUs: per_call (a round trip and synchronise per call) or chained (calls ordered "
+                                "on the device by interprocess events; not yet run on a GPU)")
 
     # parity protocol
     seeds: list[int] | None = Field(None, description="parity seeds (default: the problem's)")
@@ -61,10 +74,12 @@ class VerifyOptions(BaseModel):
     bound_margin: float = Field(0.2, ge=0.0, lt=1.0)
 
     # process
-    device: str = Field("auto", description="auto | cpu | cuda | cuda:N (ROCm devices are cuda:N in torch)")
-    time_limit_s: float = Field(900.0, gt=0, description="wall-clock limit of each worker subprocess")
-    plot_path: str | None = Field(None, description="PNG of both arms' per-round times")
-    python: str | None = Field(None, description="interpreter for the worker (default: this one)")
+    device: str = Field("auto", description="auto | cpu | cuda | cuda:N (ROCm devices are cuda:N in torch) | "
+                        "gfx950-emulated (FlyDSL arms on the gfx950 emulator, CPU: parity only, no timing)")
+    time_limit_s: float = Field(900.0, gt=0, description="wall-clock limit per shape (arms that do not answer in time FAIL)")
+    load_timeout_s: float = Field(300.0, gt=0, description="an arm process must import its code within this")
+    require_sandbox: bool = Field(False, description="refuse to run when the arms cannot be confined (Landlock); "
+                                                     "SKILL_SERVER_REQUIRE_SANDBOX=1 forces it on")
 
     def timing_config(self) -> TimingConfig:
         return TimingConfig(
@@ -79,4 +94,9 @@ class VerifyOptions(BaseModel):
             bootstrap_samples=self.bootstrap_samples,
             bootstrap_seed=self.bootstrap_seed,
             noise_floor=self.noise_floor,
+            floor_calls=self.floor_calls,
+            clock_gap_ms=self.clock_gap_ms,
+            clock_gap_rel=self.clock_gap_rel,
+            call_timeout_s=self.call_timeout_s,
+            gpu_protocol=self.gpu_protocol,
         )

@@ -15,7 +15,10 @@ The candidate contract (also what every arm's builder follows)::
 compilation and preparation once (untimed), and returns a zero-argument ``launch``
 callable (timed) that writes every output in place on the current stream. ``launch``
 must not allocate its outputs anew, must not modify the inputs, and must leave no work
-outside the current stream.
+outside the current stream. The judge writes fresh values into every non-static input
+before every timed call and checks that call's output on sampled elements; the optional
+hooks ``refresh_inputs`` and ``oracle_at`` make that cheap for large problems, and
+``kernel_name_check`` states a rule over an arm's kernel names that a regex cannot.
 
 This module imports nothing heavy: torch is only named in type hints.
 """
@@ -27,7 +30,7 @@ import importlib.util
 import os
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -41,6 +44,9 @@ Builder = Callable[[Tensors, Tensors], Launch]
 Dims = dict[str, int]
 
 PLATFORMS = ("cuda", "rocm", "cpu")
+#: the verifier platform that runs FlyDSL arms' gfx950 code objects on CPU through the
+#: gfx950 emulator (``verifiers/gfx950/emulator``): parity only, never a timing
+EMULATED_PLATFORM = "gfx950-emulated"
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,10 @@ class ArmSpec:
     problem's own package (``skill_kernels.<folder>.<module>``), a dotted one as is.
     A builder callable is accepted too (problems loaded from a file path, tests).
     ``platforms``: where it can run (subset of cuda, rocm, cpu).
+    ``prepare``: optional ``"module:function"`` called as ``fn(shapes, progress)`` (the shape
+    dicts to be verified, a ``progress(str)`` callback) in the judge before the arm is loaded,
+    outside every time limit: one-off builds that take minutes (aiter's CK JIT modules), which
+    must not run inside a timed arm. It returns what it prepared, one line per item (or None).
     """
 
     name: str
@@ -107,6 +117,7 @@ class ArmSpec:
     description: str
     platforms: tuple[str, ...] = PLATFORMS
     signature: SignatureSpec = field(default_factory=SignatureSpec)
+    prepare: str | Callable[..., Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +132,25 @@ class SegmentSpec:
 
     kernels: tuple[str, ...] = ()
     flush_pattern: str = r"flush|fill_|FillFunctor|memset"
+
+
+@dataclass(frozen=True)
+class EmulationSpec:
+    """How the problem runs on the ``gfx950-emulated`` platform (parity only, on CPU).
+
+    ``shapes`` / ``hidden_shapes``: emulation-sized shapes (the emulator runs a few
+    seconds per launch); a problem arm is emulated at a shape when
+    ``kernels/<folder>/gfx950_targets.py`` declares an ``EmulatedArm`` for it there.
+    ``baseline``: a CPU-runnable arm standing in for the baseline in the relative parity
+    rules. ``seeds`` and ``perturbations`` (names of the problem's) make the lean parity
+    plan: every case costs two emulated launches of the candidate.
+    """
+
+    shapes: tuple[Mapping[str, int], ...]
+    baseline: str
+    hidden_shapes: tuple[Mapping[str, int], ...] = ()
+    seeds: tuple[int, ...] = (0,)
+    perturbations: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -148,10 +178,23 @@ class Problem:
     candidate_signature: SignatureSpec = field(default_factory=SignatureSpec)
     # shapes checked for parity but never shown to the candidate author
     hidden_shapes: tuple[Mapping[str, int], ...] = ()
-    # inputs that ``build`` may preprocess (e.g. pre-shuffled weights): the timing
-    # stage changes the values of every *other* input in place between rounds and
-    # re-checks the outputs, so ``launch`` must read those at call time
+    # inputs that ``build`` may preprocess (e.g. pre-shuffled weights): the judge writes
+    # fresh values into every *other* input before every timed and profiled call and
+    # checks that call's outputs, so ``launch`` must read those at call time
     static_inputs: tuple[str, ...] = ()
+    # -- per-call checking (optional hooks; the fallbacks are always correct, only slower)
+    # write fresh, valid values into the non-static inputs in place, drawn from ``seed``
+    # (the judge's secret per-call seed); default: ``make_inputs(dims, seed)`` copied in
+    refresh_inputs: Callable[[Tensors, Dims, int], None] | None = None
+    # the oracle at a few output elements: ``{output: flat indices (int64)}`` ->
+    # ``{output: float64 values}``; for a GEMM one element is one dot product.
+    # Default: the full oracle, gathered at the indices
+    oracle_at: Callable[[Tensors, Dims, Mapping[str, Any]], Tensors] | None = None
+    # cross-kernel rules a regex cannot state, run on each arm's profiled kernel names
+    # (e.g. one scale tag on every fp8 producer and reducer); returns the failures
+    kernel_name_check: Callable[[Sequence[str]], list[str]] | None = None
+    # the gfx950-emulated platform: emulation-sized shapes, CPU baseline, lean parity plan
+    emulation: EmulationSpec | None = None
 
     def parse_shape(self, text: str) -> Dims:
         """Parse ``MxNxK`` (positional over ``dim_names``) or ``name=v,name=v``."""
@@ -170,6 +213,27 @@ class Problem:
         if callable(spec):
             return spec
         return resolve_callable(spec, package=f"skill_kernels.{self.name}")
+
+
+def for_platform(problem: Problem, platform: str) -> Problem:
+    """The problem as a platform runs it: on ``gfx950-emulated`` its emulation-sized shapes
+    (visible and hidden), its lean seeds and perturbations; elsewhere the problem itself.
+    Raises ValueError when the problem declares no emulation."""
+    if platform != EMULATED_PLATFORM:
+        return problem
+    emu = problem.emulation
+    if emu is None:
+        raise ValueError(f"problem {problem.name!r} declares no emulation (Problem.emulation): it cannot run on "
+                         f"{EMULATED_PLATFORM}")
+    unknown = [p for p in emu.perturbations if p not in problem.perturbations]
+    if unknown:
+        raise ValueError(f"problem {problem.name!r}: emulation perturbations {unknown} are not among the "
+                         f"problem's {sorted(problem.perturbations)}")
+    from dataclasses import replace
+
+    return replace(problem, shapes=tuple(emu.shapes), hidden_shapes=tuple(emu.hidden_shapes),
+                   parity=replace(problem.parity, seeds=tuple(emu.seeds)),
+                   perturbations={k: problem.perturbations[k] for k in emu.perturbations})
 
 
 def parse_shape(text: str, dim_names: tuple[str, ...]) -> Dims:

@@ -39,6 +39,7 @@ from verifiers import locations
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LIBRARIES = ("torch", "triton", "flydsl", "numpy", "pydantic", "mcp", "gpu-skill-server")
 Runtime = Literal["cuda", "rocm", "cpu"]
+EMULATED_PLATFORM = "gfx950-emulated"  # verifiers.problem.EMULATED_PLATFORM (no import: provenance stays light)
 _HEX_REV = re.compile(r"[0-9a-f]{7,40}")
 
 
@@ -87,6 +88,14 @@ def platform_of(runtime: str, device_name: str, properties: dict[str, Any] | Non
                         libraries=dict(libraries or {}))
 
 
+def emulated_platform(device_name: str = "", libraries: dict[str, str] | None = None) -> PlatformInfo:
+    """The ``gfx950-emulated`` platform as the ledger keys it: runtime ``cpu`` (what really
+    ran), generation ``gfx950-emulated`` (key ``cpu/gfx950-emulated``): never ``rocm/gfx950``,
+    so an emulated result is never grouped, matched or compared as an MI355X one."""
+    return PlatformInfo(device=(device_name or "gfx950 emulator on CPU")[:200], generation=EMULATED_PLATFORM,
+                        runtime="cpu", libraries=dict(libraries or {}))
+
+
 def installed_libraries(names: tuple[str, ...] = LIBRARIES) -> dict[str, str]:
     out = {}
     for name in names:
@@ -124,7 +133,7 @@ def _gpu_device_nodes() -> list[str]:
 # ======================================================================== provenance
 class Provenance(BaseModel):
     device_name: str = ""
-    platform: str = ""  # cuda | rocm | cpu
+    platform: str = ""  # cuda | rocm | cpu | gfx950-emulated
     device_properties: dict[str, Any] = Field(default_factory=dict)
     machine: str = Field(default_factory=lambda: _platform.machine() or "", description="host CPU architecture")
     torch_version: str | None = None
@@ -138,14 +147,18 @@ class Provenance(BaseModel):
     hostname: str = ""
     time_utc: str = ""
     harness_digest: str | None = None
+    sandbox: str | None = Field(None, description="what confined the arms: 'landlock ABI 7: fs, net, scope' "
+                                                  "or 'unavailable: <why>' (verifiers.sandbox)")
 
     def platform_info(self) -> PlatformInfo | None:
         """The platform this report ran on, or None when the report names none."""
-        if self.platform not in ("cuda", "rocm", "cpu"):
+        if self.platform not in ("cuda", "rocm", "cpu", EMULATED_PLATFORM):
             return None
         libs = {name: str(value) for name, value in (
             ("torch", self.torch_version), ("triton", self.triton_version), ("flydsl", self.flydsl_version),
             ("cuda", self.cuda_runtime), ("rocm", self.hip_runtime)) if value}
+        if self.platform == EMULATED_PLATFORM:
+            return emulated_platform(self.device_name, libs)
         return platform_of(self.platform, self.device_name, self.device_properties, libs, machine=self.machine or None)
 
     def git_text(self) -> str | None:

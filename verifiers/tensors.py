@@ -97,8 +97,23 @@ def bitwise_equal(a: "torch.Tensor", b: "torch.Tensor") -> bool:
         return False
     if a.numel() == 0:
         return True
+    return not bool(bitwise_differs(a, b).item())
+
+
+def bitwise_differs(a: "torch.Tensor", b: "torch.Tensor") -> "torch.Tensor":
+    """A 0-d bool tensor on ``a``'s device: any byte differs (same shape and dtype assumed).
+    Nothing is read back, so a GPU caller can queue it and look after a block of calls."""
     wa, wb = _words(a), _words(b.to(a.device))
-    return not bool((wa != wb).any().item())
+    return (wa != wb).any()
+
+
+def count_bit_differences(a: "torch.Tensor", b: "torch.Tensor") -> int:
+    """Elements whose bytes differ (NaN payloads included)."""
+    if a.numel() == 0:
+        return 0
+    ab = _bytes(a).reshape(a.numel(), -1)
+    bb = _bytes(b.to(a.device)).reshape(b.numel(), -1)
+    return int((ab != bb).any(dim=-1).sum().item())
 
 
 def changed_tensors(current: Mapping[str, "torch.Tensor"], pristine: Mapping[str, "torch.Tensor"]) -> list[str]:

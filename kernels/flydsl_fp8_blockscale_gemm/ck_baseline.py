@@ -356,6 +356,20 @@ def prepare(shapes: Iterable[dict[str, int]], progress: Progress = print, timeou
         raise PlatformError(f"ck_blockscale prepare failed: {last}")
 
 
+def prepare_for_verifier(shapes: Iterable[dict[str, int]], progress: Progress) -> list[str]:
+    """The arm's ``prepare`` step (``ArmSpec.prepare``): build what the shapes' production
+    dispatch loads before the verifier times anything; the lines say what is ready."""
+    ready: list[str] = []
+
+    def relay(line: str) -> None:
+        progress(line)
+        if line.endswith("module ready") or ": built " in line:
+            ready.append(line)
+
+    prepare(list(shapes), relay)
+    return ready
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 

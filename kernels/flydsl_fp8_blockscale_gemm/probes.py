@@ -1,7 +1,13 @@
-"""Capability probes for this card's prerequisites (``skill-server reverify`` finds ``PROBES``)."""
+"""Capability probes for this card's prerequisites (``skill-server reverify`` finds ``PROBES``).
+
+A capability is met by the FlyDSL install itself (a kernel of that kind in the wheel or a
+FlyDSL checkout on the path) or by the project's own reference kernel, when it passes its
+static gfx950 gates and its parity on gfx950 (the emulator, or a real device) in this run
+(``probe_common.reference_kernel_evidence``).
+"""
 from __future__ import annotations
 
-from skill_kernels.probe_common import result, search_flydsl
+from skill_kernels.probe_common import reference_kernel_evidence, result, search_flydsl
 
 
 def software_blockscale_core(ctx) -> dict:
@@ -12,12 +18,15 @@ def software_blockscale_core(ctx) -> dict:
         text_regex=r"def\s+\w*(block_?scale\w*gemm|gemm\w*block_?scale)\w*\s*\(",
     )
     if version is None:
-        return result(False, "flydsl is not installed")
+        return result(False, "flydsl is not installed; `pip install flydsl==0.5.0`")
     if hits:
         return result(True, f"a block-scale GEMM is present in the FlyDSL sources ({len(hits)} file(s))",
                       found=f"flydsl {version}", evidence=hits)
+    met, detail, evidence = reference_kernel_evidence(ctx)
+    if met:
+        return result(True, detail, found=f"flydsl {version} + kernels/flydsl_fp8_blockscale_gemm", evidence=evidence)
     return result(False, f"no block-scale software-promote GEMM in flydsl {version} ({searched} files searched, "
-                         "plus any FlyDSL kernels checkout on the path): the wheel ships no kernels",
+                         f"plus any FlyDSL kernels checkout on the path): the wheel ships no kernels; {detail}",
                   found=f"flydsl {version}")
 
 

@@ -21,10 +21,11 @@ e8m0_scaled         ablation   all               power-of-two scales: must FAIL 
 """
 from __future__ import annotations
 
-from verifiers.problem import ArmSpec, ParitySpec, Problem, SegmentSpec, SignatureSpec
+from verifiers.problem import ArmSpec, EmulationSpec, ParitySpec, Problem, SegmentSpec, SignatureSpec
 
-from .inputs import PERTURBATIONS, make_inputs, make_outputs
+from .inputs import PERTURBATIONS, make_inputs, make_outputs, realistic_activations
 from .oracle import oracle
+from .quant import BLOCK, quantize_activations
 
 NAME = "flydsl_fp8_blockscale_gemm"
 TWIN_KERNEL = r"blockscale_fp8_gemm_promote"
@@ -34,7 +35,7 @@ FLYDSL_KERNEL = r"kernel_blockscale_gemm"
 # kernel (both contain "gemm"): the verifier forbids a candidate to run the baseline's
 # required kernels, so a loose baseline pattern would fail every honest candidate.
 CUBLAS_KERNELS = rf"^(?!.*(?:{TWIN_KERNEL}|{FLYDSL_KERNEL})).*(?:sm90_xmma|cutlass|nvjet|gemm)"
-CK_KERNELS = r"kernel_gemm_xdl.*blockscale|gemm_a8w8_blockscale|ck_tile.*(?:gemm|blockscale)"
+CK_KERNELS = r"kernel_gemm_xdl.*blockscale|gemm_a8w8_blockscale|ck_tile.*(?:gemm|blockscale)|fp8gemm_bf16_blockscale"
 
 SHAPES = (
     {"M": 4096, "N": 65536, "K": 1536},  # wide-N, 512 MiB C
@@ -91,6 +92,7 @@ ARMS = {
     "ck_blockscale": ArmSpec(
         name="ck_blockscale",
         build="ck_baseline:build",
+        prepare="ck_baseline:prepare_for_verifier",
         role="baseline",
         description="CK a8w8 block-scale GEMM through aiter (b-preshuffle when available)",
         platforms=("rocm",),
@@ -144,6 +146,39 @@ ARMS = {
     ),
 }
 
+def refresh_inputs(values: dict, dims: dict[str, int], seed: int) -> None:
+    """New activations (and their scales, both layouts) in place, drawn like ``make_inputs``
+    does; the weights are static. O(M*K) on the device against the GEMM's O(M*N*K)."""
+    import torch
+
+    a = values["a"]
+    gen = torch.Generator(device=a.device)
+    gen.manual_seed(int(seed))
+    q, scale = quantize_activations(realistic_activations(dims["M"], dims["K"], gen, a.device))
+    a.copy_(q)
+    values["a_scale"].copy_(scale)
+    values["a_scale_t"].copy_(scale.t())
+
+
+def oracle_at(values: dict, dims: dict[str, int], index: dict) -> dict:
+    """``c`` at flat indices: one float64 dot product of dequantised rows per element, in bf16."""
+    import torch
+
+    idx = index["c"].long()
+    rows, cols = idx // dims["N"], idx % dims["N"]
+    k_blocks = dims["K"] // BLOCK
+    a = values["a"][rows].double().view(-1, k_blocks, BLOCK) * values["a_scale"][rows].double()[:, :, None]
+    b = values["b"][cols].double().view(-1, k_blocks, BLOCK) * values["b_scale"][cols // BLOCK].double()[:, :, None]
+    return {"c": (a * b).sum(dim=(1, 2)).to(torch.bfloat16)}
+
+
+# gfx950-emulated (FlyDSL arms on the emulator, CPU, parity only): the card config's smallest
+# valid shape (one 64x256 tile, one K tile, ~0.4 s per launch) and, hidden, two M tiles with
+# a ping-pong K pair (~1.5 s); gfx950_targets.EMULATED_ARMS compiles the kernels at these dims.
+# One seed and the secret one, no perturbation: the scales are random per seed already.
+EMULATION = EmulationSpec(shapes=({"M": 64, "N": 256, "K": 128},), hidden_shapes=({"M": 128, "N": 256, "K": 256},),
+                          baseline="torch_dequant", seeds=(0,))
+
 PROBLEM = Problem(
     card_id="flydsl_fp8_blockscale_gemm",
     name=NAME,
@@ -165,6 +200,9 @@ PROBLEM = Problem(
     # cuBLAS's K/128 pad to a multiple of 4), so build may preprocess them. All three stay
     # fixed together, so b and b_shuffled always agree; A and its scales change every round.
     static_inputs=("b", "b_shuffled", "b_scale"),
+    refresh_inputs=refresh_inputs,
+    oracle_at=oracle_at,
+    emulation=EMULATION,
 )
 
 #: arms that must fail strict parity (the card's trap); a verifier run that passes them is broken

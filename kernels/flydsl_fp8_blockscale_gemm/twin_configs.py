@@ -44,6 +44,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from verifiers.amd_caches import KNOWN as AMD_LAYOUTS
+
 ShapeClass = Literal["wide_n", "k_light", "narrow_n_deep_k", "generic"]
 TwinPlatform = Literal["cuda", "rocm", "cpu"]
 
@@ -183,8 +185,8 @@ class DeviceCache(BaseModel):
 H200_CACHE = DeviceCache(l2_bytes=H200_L2_BYTES, source="H200, measured")
 #: AMD parts whose cache layout a device query does not fully report (it gives one XCD's L2)
 KNOWN_AMD_CACHES = {
-    "gfx950": DeviceCache(l2_bytes=4 * MiB, l2_domains=8, shared_llc_bytes=256 * MiB,
-                          source="MI355X: 4 MiB L2 per XCD, 8 XCDs, 256 MiB MALL"),
+    arch: DeviceCache(l2_bytes=c.l2_per_xcd_bytes, l2_domains=c.xcds, shared_llc_bytes=c.mall_bytes, source=c.source)
+    for arch, c in AMD_LAYOUTS.items()
 }
 
 

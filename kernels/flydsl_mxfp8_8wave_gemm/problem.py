@@ -23,7 +23,7 @@ Shapes: rows of the pull request's table (its table is ordered N, K, M).
 """
 from __future__ import annotations
 
-from verifiers.problem import ArmSpec, ParitySpec, Problem, SegmentSpec, SignatureSpec
+from verifiers.problem import ArmSpec, EmulationSpec, ParitySpec, Problem, SegmentSpec, SignatureSpec
 
 from .inputs import PERTURBATIONS, make_inputs, make_outputs, oracle
 
@@ -104,6 +104,11 @@ ARMS = {
     ),
 }
 
+# gfx950-emulated (FlyDSL arms on the emulator, CPU, parity only): the 2x2 wave grid with two
+# K steps (gfx950_targets.EMULATED_ARMS ``real_2x2``; 5-10 s per launch on a 2-core box, so no
+# hidden shape). One seed and the secret one, no perturbation.
+EMULATION = EmulationSpec(shapes=({"M": 128, "N": 128, "K": 256},), baseline="torch_dequant", seeds=(0,))
+
 PROBLEM = Problem(
     card_id="flydsl_mxfp8_8wave_gemm",
     name=NAME,
@@ -120,6 +125,7 @@ PROBLEM = Problem(
     flops=flops,
     min_bytes=min_bytes,
     smoke_shapes=SMOKE_SHAPES,
+    emulation=EMULATION,
 )
 
 #: arms that must fail strict parity; a verifier run that passes them is broken

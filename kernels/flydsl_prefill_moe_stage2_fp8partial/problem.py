@@ -53,14 +53,19 @@ kernels. Because of that, the perturbations keep magnitudes in the calibrated ra
 design -- the card's "re-derive s for any new distribution" rule.
 
 ``check_kernel_names(names)``: the cross-kernel rule a regex cannot state -- every fp8
-producer and reducer in a trace must carry the same scale tag. The verifier should run
-it on each arm's profiled kernel names (``PROBLEM`` has no hook for it yet).
+producer and reducer in a trace must carry the same scale tag. It is the problem's
+``kernel_name_check``: the verifier runs it on every arm's profiled kernel names in the
+signature stage (names normalised first: ROCm's ``.kd`` / `` [clone .kd]`` suffixes gone).
+
+Per timed call the judge draws new activations and router weights (``refresh_inputs``;
+the routing and the weights stay, so the calibrated scale still covers the partials)
+and checks sampled elements against ``oracle_at`` (``top_k`` dot products per element).
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from verifiers.problem import ArmSpec, ParitySpec, Problem, SegmentSpec, SignatureSpec
+from verifiers.problem import ArmSpec, EmulationSpec, ParitySpec, Problem, SegmentSpec, SignatureSpec
 
 from skill_kernels.flydsl_prefill_moe_stage2_fp8partial import naming, oracle
 
@@ -164,6 +169,41 @@ def check_kernel_names(names) -> list[str]:
     return naming.check_scale_consistency(names)
 
 
+def refresh_inputs(values: Mapping, dims: Mapping[str, int], seed: int) -> None:
+    """New ``a2`` (silu(g) * u, as drawn by ``make_inputs``) and router weights, in place."""
+    import torch
+
+    a2 = values["a2"]
+    gen = torch.Generator(device=a2.device)
+    gen.manual_seed(int(seed))
+    gate = torch.randn(a2.shape, generator=gen, device=a2.device, dtype=torch.float32)
+    up = torch.randn(a2.shape, generator=gen, device=a2.device, dtype=torch.float32)
+    a2.copy_(torch.nn.functional.silu(gate) * up)
+    del gate, up
+    w = values["topk_weights"]
+    w.copy_(torch.softmax(torch.randn(w.shape, generator=gen, device=w.device, dtype=torch.float32), dim=1))
+
+
+def oracle_at(values: Mapping, dims: Mapping[str, int], index: Mapping) -> dict:
+    """``out[t, n] = sum_j w[t, j] * (a2[t*top_k + j] . w2[e(t, j), n])`` at flat indices, float64."""
+    import torch
+
+    idx = index["out"].long()
+    top_k = int(dims["top_k"])
+    t, n = idx // int(dims["N"]), idx % int(dims["N"])
+    rows = t[:, None] * top_k + torch.arange(top_k, device=idx.device)[None, :]
+    experts = values["topk_ids"][t].long()
+    a = values["a2"][rows].double()
+    w = values["w2"][experts, n[:, None]].double()
+    return {"out": (values["topk_weights"][t].double() * (a * w).sum(-1)).sum(-1)}
+
+
+# gfx950-emulated (FlyDSL arms on the emulator, CPU, parity only): the Triton stage-2 GEMM in
+# the interpreter and the FlyDSL reduce (and store epilogue) emulated, at the dims
+# gfx950_targets.EMULATED_ARMS compiles them for. One seed and the secret one.
+EMULATION = EmulationSpec(shapes=({"M": 24, "N": 96, "K": 64, "E": 8, "top_k": 2},), baseline="triton_bf16",
+                          seeds=(0,))
+
 PROBLEM = Problem(
     card_id=CARD_ID,
     name=CARD_ID,
@@ -182,4 +222,8 @@ PROBLEM = Problem(
     candidate_signature=FP8_SIGNATURE,
     hidden_shapes=HIDDEN_SHAPES,
     static_inputs=(),
+    refresh_inputs=refresh_inputs,
+    oracle_at=oracle_at,
+    kernel_name_check=check_kernel_names,
+    emulation=EMULATION,
 )

@@ -3,7 +3,7 @@
 One MoE layer launches, in order: sort/align -> stage-1 GEMM -> activation (often fused
 into the stage-1 GEMM) -> stage-2 GEMM -> top-k reduce. Kernel roles come from the
 vocabulary (``kernel_roles``, matched on the kernel name, else its launching op's name);
-the sequences are the readers' ``ordered_runs`` (a torch scope instance, or a lane's run
+the sequences are the readers' ``sequences`` (a torch scope instance, or a lane's run
 of kernels between idle gaps). Within a layer (from a sort to the next reduce or sort):
 
 - a GEMM whose kernel or launching op names its stage keeps it (``moe_stage_names``);
@@ -16,11 +16,11 @@ Nothing here matches a kernel-name family in code: adding a name is a vocabulary
 """
 from __future__ import annotations
 
+import re
 from functools import lru_cache
-from itertools import compress
 
 from trace_readers import Trace
-from trace_readers.aggregate import run_ids
+from trace_readers.aggregate import sequences
 from trace_readers.kernel_names import short_name
 
 from skill_server.vocabulary import Vocabulary
@@ -64,34 +64,112 @@ def infer_stages(trace: Trace, vocab: Vocabulary) -> tuple[list[str | None], lis
         roles[key] = (vocab.kernel_role(kernel) or vocab.kernel_role(op), kernel, op, stated, named_by)
     if not any(r[0] == "moe_gemm" for r in roles.values()):
         return stages, bases
-    with_role = {key for key, r in roles.items() if r[0] is not None}
-    for idx, runs in run_ids(trace):
-        layer, run = _Layer(), None
-        for p in compress(range(len(idx)), map(with_role.__contains__, map(keys.__getitem__, idx))):
-            i = idx[p]
-            if runs[p] != run:  # a new launch sequence: whatever layer was open ends here
-                if not layer.empty():
-                    _settle(layer, stages, bases)
-                layer, run = _Layer(), runs[p]
-            role, kernel, op, stated, named_by = roles[keys[i]]
-            if role == "moe_sort":
-                if not layer.empty():
-                    _settle(layer, stages, bases)
-                layer = _Layer(opener=kernel)
-            elif role == "moe_gemm":
-                layer.gemms.append((i, stated, named_by))
-            elif role == "moe_activation" and layer.gemms:
-                layer.activations.append(len(layer.gemms))
-            elif role == "topk_reduce":
-                layer.reduces.append(i)
+    # Each role-bearing (kernel, op) becomes one character, so a launch sequence is a string:
+    # a regex cuts it into layers (a cut before every sort, after every reduce) and each
+    # distinct layer string is worked out once (a model repeats the same layer thousands of times).
+    # A dispatch that starts a new launch sequence gets its "starting" character (offset by
+    # the number of role keys), before which the regex always cuts: whatever layer was open ends there.
+    import numpy as np
+
+    with_role = [key for key, r in roles.items() if r[0] is not None]
+    width = len(with_role)
+    code_of = dict.fromkeys(roles, ord("."))  # kernels with no MoE role all read as "."
+    role_of: dict[str, tuple] = {".": (None,) * 5, ",": (None,) * 5}
+    for k, key in enumerate(with_role):
+        code_of[key] = 0x100 + k
+        role_of[chr(0x100 + k)] = role_of[chr(0x100 + width + k)] = roles[key]
+    opens = "".join(ch for ch, r in role_of.items() if r[0] == "moe_sort") + f",{chr(0x100 + width)}-{chr(0xFF + 2 * width)}"
+    closes = "".join(ch for ch, r in role_of.items() if r[0] == "topk_reduce")
+    layer_re = re.compile(f"[{opens}]?[^{opens}{closes}]*" + (f"[{closes}]?" if closes else ""))
+    codes = np.fromiter(map(code_of.__getitem__, keys), dtype=np.uint32, count=n)
+    starting = np.where(codes == ord("."), np.uint32(ord(",")), codes + np.uint32(width))
+    placements = _Placements(role_of)
+    at, new_run = sequences(trace)  # every launch sequence back to back, each run's start marked
+    seq = np.where(new_run, starting[at], codes[at])
+    placements.add(at, layer_re.findall(seq.astype("<u4").tobytes().decode("utf-32-le")))
+    return placements.result(n)
+
+
+class _Placements:
+    """The (stage, basis) of every placed dispatch, gathered per lane with numpy: each
+    distinct layer string is worked out once (``_place``) and its placements are repeated at
+    every offset where the string occurs."""
+
+    def __init__(self, role_of: dict) -> None:
+        import numpy as np
+
+        self.np = np
+        self.role_of = role_of
+        self.code_of: dict[str, int] = {}  # layer string -> its code
+        self.offsets: list[list[int]] = []  # per code: offsets of its placed dispatches
+        self.results: list[list[int]] = []  # per code: their (stage, basis) indexes
+        self.outcomes: dict[tuple, int] = {(None, None): 0}
+        self.placed_at: list = []  # per lane: (dispatch indexes, outcome indexes)
+
+    def _learn(self, layer: str) -> None:
+        self.code_of[layer] = len(self.offsets)
+        placed = _place(layer, self.role_of)
+        self.offsets.append([off for off, _, _ in placed])
+        self.results.append([self.outcomes.setdefault((st, why), len(self.outcomes)) for _, st, why in placed])
+
+    def add(self, idx, layers: list[str]) -> None:
+        """``idx``: the sequence's dispatch indexes (numpy); ``layers``: its layer strings, in order."""
+        np = self.np
+        for layer in set(layers).difference(self.code_of):
+            self._learn(layer)
+        codes = np.fromiter(map(self.code_of.__getitem__, layers), dtype=np.int64, count=len(layers))
+        lengths = np.fromiter(map(len, layers), dtype=np.int64, count=len(layers))
+        bases = np.cumsum(lengths) - lengths
+        sizes = np.array(list(map(len, self.offsets)), dtype=np.int64)
+        table_start = np.cumsum(sizes) - sizes
+        flat_offsets = np.array([o for offs in self.offsets for o in offs] or [0], dtype=np.int64)
+        flat_results = np.array([r for res in self.results for r in res] or [0], dtype=np.int64)
+        counts = sizes[codes]
+        total = int(counts.sum())
+        if not total:
+            return
+        first = np.cumsum(counts) - counts
+        within = np.arange(total) - np.repeat(first, counts)
+        at = np.repeat(table_start[codes], counts) + within
+        positions = np.repeat(bases, counts) + flat_offsets[at]
+        self.placed_at.append((idx[positions], flat_results[at]))
+
+    def result(self, n: int) -> tuple[list[str | None], list[str | None]]:
+        np = self.np
+        outcome = np.zeros(n, dtype=np.int64)
+        for where, what in self.placed_at:
+            outcome[where] = what
+        table = sorted(self.outcomes, key=self.outcomes.__getitem__)
+        picked = outcome.tolist()
+        return (list(map([st for st, _ in table].__getitem__, picked)),
+                list(map([why for _, why in table].__getitem__, picked)))
+
+
+def _place(text: str, role_of: dict) -> list[tuple[int, str | None, str | None]]:
+    """(offset, stage, basis) for the GEMMs and reduces of one layer string (offsets into it)."""
+    stages: dict[int, str | None] = {}
+    bases: dict[int, str | None] = {}
+    layer = _Layer()
+    for off, ch in enumerate(text):
+        role, kernel, _op, stated, named_by = role_of[ch]
+        if role == "moe_sort":
+            if not layer.empty():
                 _settle(layer, stages, bases)
-                layer = _Layer()
-        if not layer.empty():
+            layer = _Layer(opener=kernel)
+        elif role == "moe_gemm":
+            layer.gemms.append((off, stated, named_by))
+        elif role == "moe_activation" and layer.gemms:
+            layer.activations.append(len(layer.gemms))
+        elif role == "topk_reduce":
+            layer.reduces.append(off)
             _settle(layer, stages, bases)
-    return stages, bases
+            layer = _Layer()
+    if not layer.empty():
+        _settle(layer, stages, bases)
+    return [(off, stages.get(off), bases.get(off)) for off in sorted(set(stages) | set(bases))]
 
 
-def _settle(layer: _Layer, stages: list[str | None], bases: list[str | None]) -> None:
+def _settle(layer: _Layer, stages: dict[int, str | None], bases: dict[int, str | None]) -> None:
     gemms = layer.gemms
     opened = f" (layer opened by {layer.opener})" if layer.opener else ""
     split = None

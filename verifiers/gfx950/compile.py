@@ -207,7 +207,7 @@ def _run_batch(folder: str, names: list[str], root: Path, timeout_s: float) -> d
         out = Path(tmp)
         cmd = [sys.executable, "-m", "verifiers.gfx950.compile", folder, str(out), str(root), *names]
         child_env = dict(os.environ)
-        child_env["PYTHONPATH"] = locations.child_pythonpath(child_env.get("PYTHONPATH"))
+        child_env["PYTHONPATH"] = locations.child_pythonpath(child_env.get("PYTHONPATH"), out / "pyroot")
         limit = timeout_s * len(names)
         try:
             proc = subprocess.run(
@@ -327,6 +327,32 @@ def _imported_sources(extra: tuple[str, ...]) -> dict[str, str]:
     return {rel: _sha256(p) for rel, p in sorted(keyed.items())}
 
 
+class DumpedKernel(BaseModel):
+    """One kernel out of FlyDSL's ``FLYDSL_DUMP_IR`` stages."""
+
+    kernel: str
+    isa: str
+    llvm_ir: str
+    code_object: bytes = b""  # empty when the dump has no gpu.binary stage
+    host_ir: str = ""
+
+
+def read_dump(dump: Path) -> list[DumpedKernel]:
+    """Every kernel of a FlyDSL dump folder: final ISA, its LLVM IR function, and the linked
+    code object with the host launcher module (the emulator's input)."""
+    out = []
+    for isa_file in sorted(dump.glob("*/*_final_isa.s")):
+        isa = isa_file.read_text()
+        lls = sorted(isa_file.parent.glob("*_llvm_ir.ll"))
+        ir = lls[-1].read_text() if lls else ""
+        binaries = sorted(isa_file.parent.glob("*_gpu_module_to_binary.mlir"))
+        hsaco, host = split_binary_module(binaries[-1].read_text()) if binaries else (b"", "")
+        for kname in kernel_names(isa):
+            out.append(DumpedKernel(kernel=kname, isa=isa, llvm_ir=ir_function(ir, kname) or ir, code_object=hsaco,
+                                    host_ir=host))
+    return out
+
+
 def _compile_one(folder: str, name: str, d: Path) -> None:
     import flydsl.compiler as flyc
 
@@ -340,20 +366,13 @@ def _compile_one(folder: str, name: str, d: Path) -> None:
     flyc.compile(fn, *args)
     seconds = time.perf_counter() - t0
     names: list[str] = []
-    for isa_file in sorted(dump.glob("*/*_final_isa.s")):
-        isa = isa_file.read_text()
-        lls = sorted(isa_file.parent.glob("*_llvm_ir.ll"))
-        ir = lls[-1].read_text() if lls else ""
-        binaries = sorted(isa_file.parent.glob("*_gpu_module_to_binary.mlir"))
-        module = binaries[-1].read_text() if binaries else ""
-        for kname in kernel_names(isa):
-            (d / f"{kname}.s").write_text(isa)
-            (d / f"{kname}.ll").write_text(ir_function(ir, kname) or ir)
-            if module:  # the linked code object and the host launcher, for the emulator
-                hsaco, host = split_binary_module(module)
-                (d / f"{kname}.hsaco").write_bytes(hsaco)
-                (d / f"{kname}.host.mlir").write_text(host)
-            names.append(kname)
+    for k in read_dump(dump):
+        (d / f"{k.kernel}.s").write_text(k.isa)
+        (d / f"{k.kernel}.ll").write_text(k.llvm_ir)
+        if k.code_object:  # the linked code object and the host launcher, for the emulator
+            (d / f"{k.kernel}.hsaco").write_bytes(k.code_object)
+            (d / f"{k.kernel}.host.mlir").write_text(k.host_ir)
+        names.append(k.kernel)
     shutil.rmtree(dump, ignore_errors=True)
     (d / "result.json").write_text(
         json.dumps(
