@@ -64,7 +64,7 @@ def _row(report: Any, seconds: float) -> dict[str, Any]:
                        half_width=(ab.ci_high - ab.ci_low) / 2, median_a_ms=ab.median_a_ms, median_b_ms=ab.median_b_ms,
                        calls_per_block=ab.calls_per_block, noise_floor=t.noise_floor)
             for key in ("timer_floor_ms", "cross_timer_floor_ms", "baseline_drift", "primary_verdict", "cross_verdict",
-                        "neighbour_watch", "neighbours", "checked_calls", "protocol", "failures", "notes"):
+                        "neighbour_watch", "neighbours", "checked_calls", "protocol", "failures", "notes", "aa_prep_gap_ms"):
                 if hasattr(t, key):
                     row[key] = getattr(t, key)
             cross = getattr(t, "ab_cross", None)
@@ -77,6 +77,7 @@ def _row(report: Any, seconds: float) -> dict[str, Any]:
             warm = getattr(t, "warmup", None)
             if warm:  # what one call costs inside a block (preparation, call, sampled read)
                 row["block_wall_per_call_ms"] = {w.arm: round(w.wall_per_call_ms, 4) for w in warm}
+                row["warmup_batches"] = {w.arm: getattr(w, "batches", None) for w in warm}
             row["solo_baseline_ms"] = getattr(t, "solo_baseline_ms", None)
             row["aa_half_width"] = ((t.aa.ci_high - t.aa.ci_low) / 2) if getattr(t, "aa", None) and t.aa.ci_low else None
         rows.append(row)

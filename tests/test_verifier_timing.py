@@ -121,3 +121,11 @@ def test_the_judges_preparation_is_compared_across_arms_in_the_chained_protocol(
     assert text is not None and "candidate x" in text and "0.12 ms" in text
     assert prep_gap("A/B", 1.0, 1.09, "c") is None and prep_gap("A/B", 1.0, 1.11, "c") is not None  # 10 % of a long one
     assert prep_gap("A/B", 0.1, float("nan"), "c") is None
+    # the A/A's own disagreement widens the A/B's bound (H200: A 0.224, A' 0.262, candidate 0.263 ms)
+    assert prep_gap("A/B", 0.224, 0.263, "c") is not None
+    assert prep_gap("A/B", 0.224, 0.263, "c", noise=0.262 - 0.224) is None
+    assert prep_gap("A/B", 0.224, 0.224 + 2.5 * 0.038, "c", noise=0.038) is not None
+    # two runs of one baseline: half the preparation apart either way is no calibration
+    assert prep_gap("A/A", 0.333, 0.535, "A'", rel=0.5, either_way=True) is not None
+    assert prep_gap("A/A", 0.535, 0.333, "A'", rel=0.5, either_way=True) is not None
+    assert prep_gap("A/A", 0.224, 0.262, "A'", rel=0.5, either_way=True) is None

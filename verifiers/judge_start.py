@@ -32,7 +32,7 @@ TEMPLATE_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); from verifiers.ju
 PRELOAD = ("torch", "verifiers.judge", "verifiers.session", "verifiers.timing", "verifiers.parity",
            "verifiers.arm_handle", "verifiers.zygote", "verifiers.arm", "verifiers.candidate", "verifiers.kernel_trace",
            "verifiers.problem", "verifiers.sandbox", "verifiers.shared", "verifiers.device", "verifiers.options",
-           "verifiers.provenance", "verifiers.neighbours", "verifiers.bytecode")
+           "verifiers.provenance", "verifiers.neighbours", "verifiers.bytecode", "trace_readers")
 MAX_PREAMBLE = 1 << 20
 
 

@@ -59,6 +59,7 @@ CLOCK_GAP_MS = {"cpu": 0.5, "cuda": 0.1, "rocm": 0.1}
 DRIFT_FAIL = 0.5  # see TimingStage._drift
 DRIFT_HARD = 1.0  # ... and beyond this (twice as slow as alone) whatever the verdict
 PREP_GAP_MS, PREP_GAP_REL = 0.02, 0.10  # see TimingStage._prep_check
+PREP_NOISE_FACTOR, PREP_AA_REL = 2.0, 0.5
 
 
 class TimingConfig(BaseModel):
@@ -69,6 +70,8 @@ class TimingConfig(BaseModel):
     max_calls_per_block: int = Field(500, ge=1)
     warmup_ms: float = Field(25.0, ge=25.0)
     warmup_calls: int = Field(10, ge=10)
+    warmup_max_ms: float = Field(3000.0, ge=25.0, description="warm-up ends here even if calls still get faster")
+    warmup_steady: float = Field(0.9, gt=0, le=1.0, description="warm until a batch is no faster than this x the last")
     rotating_sets: int = Field(3, ge=1)
     bootstrap_samples: int = Field(4000, ge=200)
     bootstrap_seed: int = 20261130
@@ -133,6 +136,7 @@ class WarmupInfo(BaseModel):
     elapsed_ms: float
     per_call_ms: float  # timed
     wall_per_call_ms: float  # preparation + call + check, what a block really costs
+    batches: int = 1  # of warmup_calls calls each, until the cost per call held steady
 
 
 class ClockCheck(BaseModel):
@@ -174,6 +178,7 @@ class TimingResult(BaseModel):
     ab: Comparison | None = None
     declared_noise_floor: float | None = None
     aa_spread: float | None = None
+    aa_prep_gap_ms: float | None = None  # chained: how far the A/A's two runs' preparation differed
     noise_floor: float | None = None
     verdict: stats.Verdict | None = None
     bound: PhysicalBound | None = None
@@ -348,25 +353,33 @@ class TimingStage:
                 self.seen_neighbours.append(text)
 
     def warmup(self, t: TimedArm) -> WarmupInfo:
+        """Batches of calls until a batch costs no less than ``warmup_steady`` x the one before
+        (after ``warmup_ms`` and ``warmup_calls``; at most ``warmup_max_ms``). A process's first
+        calls pay one-off costs (module loads, memory handles, a GPU clocking up from idle:
+        5.8 ms per 0.11 ms call in the first batch on the H200), and a block sized on them
+        holds a handful of calls. The figures are the last batch's."""
         import time
 
         t0 = time.perf_counter_ns()
         calls: list[CallTiming] = []
+        batches: list[float] = []  # each batch's median in-block cost per call
         while True:
             staged = self._staged(t, self.cfg.warmup_calls)
             t.arm.handle.resume()
-            calls += self._calls(t, staged)
+            batch = self._calls(t, staged)
             t.arm.handle.suspend()
             self._check(t)
+            calls += batch
+            batches.append(_median([c.total_ms for c in batch]))
             elapsed = (time.perf_counter_ns() - t0) / 1e6
-            if elapsed >= self.cfg.warmup_ms and len(calls) >= self.cfg.warmup_calls:
+            warm = elapsed >= self.cfg.warmup_ms and len(calls) >= self.cfg.warmup_calls and len(batches) >= 2
+            if warm and (batches[-1] >= self.cfg.warmup_steady * batches[-2] or elapsed >= self.cfg.warmup_max_ms):
                 break
         self.watch.mark_built(t.arm)
         self._watch()
-        tail = calls[len(calls) // 2:]  # the first calls of a process pay one-off costs
         t.warm = WarmupInfo(arm=t.arm.label, calls=len(calls), elapsed_ms=elapsed,
-                            per_call_ms=_median([self.primary(c) for c in tail]),
-                            wall_per_call_ms=_median([c.total_ms for c in tail]))
+                            per_call_ms=_median([self.primary(c) for c in batch]), wall_per_call_ms=batches[-1],
+                            batches=len(batches))
         return t.warm
 
     def timer_floor(self, t: TimedArm) -> tuple[float, float]:
@@ -573,12 +586,18 @@ class TimingStage:
 
     def _prep_check(self, result: TimingResult, name: str, prep_a: float, prep_b: float, b_label: str,
                     reference: bool) -> None:
-        text = prep_gap(name, prep_a, prep_b, b_label)
-        if text is None:
-            return
+        """The A/A's two baseline processes calibrate how much the judge's preparation differs
+        between processes doing the same work (on the H200 0.004-0.08 ms of 0.18-0.33 ms);
+        the A/B may differ by twice that (or the fixed bounds). An A/A whose two runs differ
+        by more than ``PREP_AA_REL`` of the preparation cannot calibrate it: no verdict."""
         if reference:
-            result.inconclusive = result.inconclusive or text + ": two runs of the same baseline disagree"
-        else:
+            result.aa_prep_gap_ms = abs(prep_b - prep_a)
+            text = prep_gap(name, prep_a, prep_b, b_label, rel=PREP_AA_REL, either_way=True)
+            if text is not None:
+                result.inconclusive = result.inconclusive or text + ": two runs of the same baseline disagree"
+            return
+        text = prep_gap(name, prep_a, prep_b, b_label, noise=result.aa_prep_gap_ms or 0.0)
+        if text is not None:
             result.failures.append(text + ": the arm's device work ran while the judge prepared its next call")
 
     def _interference(self, result: TimingResult, aa: list[RoundCalls], ab: list[RoundCalls]) -> None:
@@ -667,16 +686,21 @@ class TimingStage:
             result.notes.append(message + "; the verdict is the same against its solo time")
 
 
-def prep_gap(name: str, prep_a: float, prep_b: float, b_label: str) -> str | None:
+def prep_gap(name: str, prep_a: float, prep_b: float, b_label: str, noise: float = 0.0, rel: float | None = None,
+             either_way: bool = False) -> str | None:
     """Chained protocol: the judge's own device time between two calls (capture, the next
     values, poison, flush) is the same work whichever arm it serves. Device work of an arm
     that runs while the judge prepares its next call -- the only time that call's values
-    exist before its ``ready`` -- lengthens it; beyond the bound, what it says."""
-    bound = max(PREP_GAP_MS, PREP_GAP_REL * prep_a)
-    if not (prep_b - prep_a > bound):
+    exist before its ``ready`` -- lengthens it; beyond the bound (``PREP_GAP_MS``, ``rel``
+    of the baseline's, ``PREP_NOISE_FACTOR`` x the A/A's own disagreement ``noise``), what
+    it says. ``either_way``: a shorter preparation counts too (two runs of one baseline)."""
+    base = min(prep_a, prep_b) if either_way else prep_a
+    bound = max(PREP_GAP_MS, (PREP_GAP_REL if rel is None else rel) * base, PREP_NOISE_FACTOR * noise)
+    diff = abs(prep_b - prep_a) if either_way else prep_b - prep_a
+    if not (diff > bound):
         return None
     return (f"{name}: the judge's preparation between {b_label}'s calls took {prep_b:.4g} ms per call, between "
-            f"the baseline's {prep_a:.4g} ms (allowed {bound:.4g} ms more)")
+            f"the baseline's {prep_a:.4g} ms (allowed {bound:.4g} ms {'apart' if either_way else 'more'})")
 
 
 def _round_stats(calls: list["CallTiming"], clock: Callable[["CallTiming"], float]) -> ArmRoundStats:
