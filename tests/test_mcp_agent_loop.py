@@ -24,7 +24,7 @@ CANDIDATE = f"{REPO / 'tests' / 'fixtures' / 'candidates' / 'blockscale_dequant.
 SHAPES = ["128x256x512", "256x128x256"]
 QUICK = {"rounds": 5, "block_ms": 5, "bootstrap_samples": 200, "seeds": [0]}
 # what only the operator may set (a client sets effort knobs only), and where candidates may live
-OPERATOR = ["--verify-options", '{"hidden_shapes": false}', "--root", str(REPO / "tests" / "fixtures" / "candidates")]
+OPERATOR = ["--verify-options", '{"hidden_shapes": false, "flush_bytes": 1048576}', "--root", str(REPO / "tests" / "fixtures" / "candidates")]
 HOTSPOT = {"op_name": "gemm_a8w8_blockscale_bpreshuffle", "gen": "MI355X", "scale_format": "fp32_block",
            "shape": {"M": 4096, "N": 2048, "K": 7168}}
 # what the verifier's progress says in each stage it runs (load, parity, signature+segment, timing)
