@@ -64,6 +64,26 @@ def test_a_baseline_that_slows_down_once_the_candidate_exists_fails_the_run():
     assert "slower with the candidate resident than alone" in t.reason and "the baseline was slowed" in t.reason
 
 
+@pytest.mark.parametrize("solo_ms,floor_ms,fails", [(1.0, 0.01, True), (0.012, 0.01, False), (1.0, 0.01, None)])
+def test_a_hard_drift_fails_an_undecided_run_unless_its_calls_sit_at_the_timer_floor(solo_ms, floor_ms, fails):
+    """No verdict (here: the A/A's clocks disagreed) leaves no verdict to buy, but a baseline
+    four times slower with the candidate resident is named anyway; at the timer floor the
+    drift is a ratio of two overheads and only noted. ``fails`` None: a small drift, noted."""
+    from verifiers.timing import Comparison, TimingResult, TimingStage
+
+    slow = 4.0 if fails is not None else 1.2
+    result = TimingResult(status="PASS", timer_floor_ms=floor_ms, solo_baseline_ms=solo_ms, noise_floor=0.05,
+                          inconclusive="A/A: two runs of the same baseline disagree",
+                          ab=Comparison(name="A/B", arm_a="a", arm_b="b", calls_per_block=4,
+                                        median_a_ms=solo_ms * slow, median_b_ms=solo_ms, ci_low=0.9, ci_high=1.1))
+    TimingStage._drift(None, result)  # type: ignore[arg-type]  # the rule reads the result alone
+    assert bool(result.failures) == bool(fails), (result.failures, result.notes)
+    if fails:
+        assert "the baseline was slowed" in result.failures[0]
+    else:
+        assert result.notes and "no verdict was given" in result.notes[0]
+
+
 def test_no_arm_is_timed_after_it_ran_the_profiler():
     """Profiling runs after the A/B rounds: an arm that slows once profiled (as every kernel does
     on a GPU with CUPTI left loaded) is timed at its own speed, and still profiled."""

@@ -664,8 +664,16 @@ class TimingStage:
         limit = max(DRIFT_FAIL, 2 * floor)
         message = (f"the baseline ran {result.baseline_drift:+.1%} against its solo figure "
                    f"({solo:.4g} -> {ab.median_a_ms:.4g} ms; {drift:+.1%} less the timer floor)")
-        if result.verdict is None:  # no verdict to buy; at the timer floor this drift is a ratio of overheads
-            if abs(result.baseline_drift) > floor:
+        hard = (message + f": slower with the candidate resident than alone by more than {DRIFT_HARD:.0%} "
+                          "(the baseline was slowed, or this box cannot time)")
+        if result.verdict is None:
+            # no verdict to buy, but a baseline more than twice as slow with the candidate resident
+            # is named whatever else made the run undecided -- unless its calls sit at the timer
+            # floor, where this drift is a ratio of two overheads
+            at_floor = tf > 0 and solo - tf < 0.5 * tf
+            if drift > DRIFT_HARD and not at_floor:
+                result.failures.append(hard)
+            elif abs(result.baseline_drift) > floor:
                 result.notes.append(message + " (no verdict was given)")
             return
         if drift <= limit or ab.ci_low is None or ab.ci_high is None:
@@ -673,8 +681,7 @@ class TimingStage:
                 result.notes.append(message)
             return
         if drift > DRIFT_HARD:
-            result.failures.append(message + f": slower with the candidate resident than alone by more than "
-                                             f"{DRIFT_HARD:.0%} (the baseline was slowed, or this box cannot time)")
+            result.failures.append(hard)
             return
         scale = 1.0 / (1.0 + drift)  # against its solo time the candidate's interval shrinks
         honest = stats.decide(ab.ci_low * scale, ab.ci_high * scale, floor)
