@@ -77,6 +77,9 @@ def test_twin_matches_the_oracle_with_zero_mismatches(interpreted_runs, case):
     assert fig["nonfinite"] == 0, fig  # every element written (buffer was NaN-poisoned)
     assert fig["mismatches"] == 0, fig
     assert fig["cosine"] > 0.99999 and fig["rel_l2"] < 5e-3, fig
+    # rounded to nearest like a GPU's cast (the interpreter's truncates: rel-L2 4e-3, which the
+    # verifier's precision rule against the exact torch baseline, 2.4e-4, fails)
+    assert fig["rel_l2"] < 1e-4, fig
     assert fig["in_place"], fig
 
 

@@ -85,27 +85,18 @@ def serve(fd: int) -> None:
     if os.geteuid() != 0:
         procwatch.make_undumpable()
     wire.send(control, {"ok": True, "pid": os.getpid()})
-    while True:
-        try:
-            msg, fds = wire.recv(control)
-        except wire.WireError:
-            os._exit(0)
-        op = msg.get("op")
-        if op == "fork" and len(fds) == 3:
-            pid = os.fork()
-            if pid == 0:
-                _judge_child(control, fds, str(msg.get("prefix") or ""), str(msg.get("cwd") or "/"))
-            for f in fds:
-                os.close(f)
-            wire.send(control, {"ok": True, "pid": pid})
-        elif op == "reap":
-            wire.send(control, {"ok": True, "code": _reap(int(msg.get("pid", 0)))})
-        elif op == "exit":
-            os._exit(0)
-        else:
-            for f in fds:
-                os.close(f)
-            wire.send(control, {"ok": False, "error": f"unknown op {op!r}"})
+    def fork(msg: dict, fds: list[int]) -> dict:
+        if len(fds) != 3:
+            raise ValueError(f"a fork carries the judge's stdin, stdout and stderr, got {len(fds)} descriptors")
+        pid = os.fork()
+        if pid == 0:
+            _judge_child(control, fds, str(msg.get("prefix") or ""), str(msg.get("cwd") or "/"))
+        for f in fds:
+            os.close(f)
+        return {"ok": True, "pid": pid}
+
+    wire.serve_requests(control, {"fork": fork,
+                                  "reap": lambda msg, _fds: {"ok": True, "code": _reap(int(msg.get("pid", 0)))}})
 
 
 def _reap(pid: int) -> int | None:

@@ -16,7 +16,8 @@ import select
 import socket
 import struct
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 HEADER = struct.Struct(">I")
 MAX_FRAME = 64 << 20  # a profile's kernel records stay far below this
@@ -86,3 +87,41 @@ def recv(sock: socket.socket, deadline: float | None = None) -> tuple[dict[str, 
     if not isinstance(message, dict):
         raise WireError(f"expected a JSON object, got {type(message).__name__}")
     return message, fds
+
+
+#: a request handler of ``serve_requests``: (message, its descriptors) -> the reply
+Handler = Callable[[dict[str, Any], list[int]], dict[str, Any]]
+
+
+def serve_requests(sock: socket.socket, handlers: dict[str, Handler], before: Callable[[], None] | None = None
+                   ) -> NoReturn:
+    """A forking server's loop (the judge template, the zygote): answer each request by its
+    ``op`` until the peer closes the socket or sends ``exit``; the process then ends at once
+    (``os._exit``: nothing of the caller's runs in it). A request for another op, or one whose
+    handler raises, is answered ``ok: False`` and the descriptors it carried are closed; a
+    handler owns the descriptors it is given. ``before`` runs ahead of every request."""
+    import os
+
+    while True:
+        try:
+            msg, fds = recv(sock)
+        except WireError:
+            os._exit(0)
+        if before is not None:
+            before()
+        op = msg.get("op")
+        if op == "exit":
+            os._exit(0)
+        handler = handlers.get(str(op))
+        try:
+            if handler is None:
+                raise ValueError(f"unknown op {op!r}")
+            reply = handler(msg, fds)
+        except (ValueError, KeyError, TypeError, OSError) as exc:
+            for f in fds:
+                try:
+                    os.close(f)
+                except OSError:
+                    pass
+            reply = {"ok": False, "error": str(exc)[:300]}
+        send(sock, reply)

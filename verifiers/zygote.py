@@ -104,6 +104,7 @@ def main(fd: int) -> None:
             import triton.language  # noqa: F401
         except Exception:
             pass
+    import trace_readers  # noqa: F401  (an arm's profile_stop reads its trace with it)
     import verifiers.arm  # noqa: F401  (the arm side of the harness, loaded before any fork)
     import verifiers.candidate  # noqa: F401
     import verifiers.kernel_trace  # noqa: F401
@@ -112,29 +113,22 @@ def main(fd: int) -> None:
     import verifiers.shared  # noqa: F401
 
     wire.send(control, {"ok": True, "pid": os.getpid()})
-    while True:
-        try:
-            msg, fds = wire.recv(control)
-        except wire.WireError:
-            os._exit(0)
-        _reap()
-        op = msg.get("op")
-        if op == "fork" and len(fds) == 2:
-            pid = os.fork()
-            if pid == 0:
-                _child(control, fds[0], fds[1], str(msg["prefix"]), bool(msg.get("write_bytecode")), msg.get("sandbox"))
-            for f in fds:
-                os.close(f)
-            wire.send(control, {"ok": True, "pid": pid})
-        elif op == "seal":
-            import tempfile
 
-            sys.pycache_prefix = tempfile.mkdtemp(prefix="verifier-sealed-")
-            sys.dont_write_bytecode = True
-            wire.send(control, {"ok": True})
-        elif op == "exit":
-            os._exit(0)
-        else:
-            for f in fds:
-                os.close(f)
-            wire.send(control, {"ok": False, "error": f"unknown op {op!r}"})
+    def fork(msg: dict, fds: list[int]) -> dict:
+        if len(fds) != 2:
+            raise ValueError(f"a fork carries the arm's socket and log pipe, got {len(fds)} descriptors")
+        pid = os.fork()
+        if pid == 0:
+            _child(control, fds[0], fds[1], str(msg["prefix"]), bool(msg.get("write_bytecode")), msg.get("sandbox"))
+        for f in fds:
+            os.close(f)
+        return {"ok": True, "pid": pid}
+
+    def seal(_msg: dict, _fds: list[int]) -> dict:
+        import tempfile
+
+        sys.pycache_prefix = tempfile.mkdtemp(prefix="verifier-sealed-")
+        sys.dont_write_bytecode = True
+        return {"ok": True}
+
+    wire.serve_requests(control, {"fork": fork, "seal": seal}, before=_reap)

@@ -55,13 +55,22 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
+def _round_to_bf16(x):
+    """fp32 values rounded to the nearest bf16 (ties to even), still fp32: the cast that
+    follows is exact, so a truncating cast (the interpreter's) stores the rounded value."""
+    bits = x.to(tl.int32, bitcast=True)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _promote_tile(
     a_src, b_src, c_dst, as_t_ptr, bs_ptr,
     M, N, num_kb, stride_am, stride_bn, stride_cm,
     pid_m, pid_n,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_N: tl.constexpr, USE_TMA: tl.constexpr, NUM_STAGES: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
-    MMA_BF16: tl.constexpr,
+    MMA_BF16: tl.constexpr, SOFT_CVT: tl.constexpr,
 ):
     SCALE_BLOCK: tl.constexpr = 128
     off_m = pid_m * BLOCK_M
@@ -115,6 +124,9 @@ def _promote_tile(
             a_ptrs += BLOCK_K
             b0_ptrs += BLOCK_K
 
+    if SOFT_CVT:  # Triton's interpreter (CPU) casts fp32 -> bf16 by truncation: round first
+        acc0 = _round_to_bf16(acc0)
+        acc1 = _round_to_bf16(acc1)
     if USE_TMA:
         c_dst.store([off_m, off_n0], acc0.to(tl.bfloat16))
         if SPLIT_N == 2:
@@ -136,7 +148,7 @@ def blockscale_fp8_gemm_promote(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_N: tl.constexpr, GROUP_M: tl.constexpr,
     USE_TMA: tl.constexpr, PERSISTENT: tl.constexpr, FLATTEN: tl.constexpr, NUM_PROGS: tl.constexpr,
-    NUM_STAGES: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, MMA_BF16: tl.constexpr,
+    NUM_STAGES: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, MMA_BF16: tl.constexpr, SOFT_CVT: tl.constexpr = False,
 ):
     """fp8 A[M,K] x fp8 B[N,K]^T with per-(row, 128-K) and per-(128x128) fp32 scales -> bf16 C.
 
@@ -150,12 +162,12 @@ def blockscale_fp8_gemm_promote(
             pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
             _promote_tile(a_src, b_src, c_dst, as_t_ptr, bs_ptr, M, N, num_kb, stride_am, stride_bn,
                           stride_cm, pid_m, pid_n, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_N, USE_TMA, NUM_STAGES,
-                          WARP_SPECIALIZE, MMA_BF16)
+                          WARP_SPECIALIZE, MMA_BF16, SOFT_CVT)
     else:
         pid_m, pid_n = _tile_coords(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
         _promote_tile(a_src, b_src, c_dst, as_t_ptr, bs_ptr, M, N, num_kb, stride_am, stride_bn,
                       stride_cm, pid_m, pid_n, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_N, USE_TMA, NUM_STAGES,
-                      WARP_SPECIALIZE, MMA_BF16)
+                      WARP_SPECIALIZE, MMA_BF16, SOFT_CVT)
 
 
 def _num_sms(device: "torch.device") -> int:
@@ -245,7 +257,7 @@ def build(
         SPLIT_N=config.split_n, GROUP_M=config.group_m, USE_TMA=config.use_tma,
         PERSISTENT=config.persistent, FLATTEN=config.flatten, NUM_PROGS=programs,
         NUM_STAGES=config.num_stages, WARP_SPECIALIZE=config.warp_specialize,
-        MMA_BF16=config.mma_dtype == "bf16",
+        MMA_BF16=config.mma_dtype == "bf16", SOFT_CVT=interpreted,
     )
     if not interpreted:
         meta.update(num_warps=config.num_warps, num_stages=config.num_stages)

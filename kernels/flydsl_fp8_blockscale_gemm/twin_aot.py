@@ -61,7 +61,7 @@ def signature(cfg: TwinConfig) -> tuple[dict[str, str], dict[str, object], dict]
     const = dict(BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, SPLIT_N=cfg.split_n,
                  GROUP_M=cfg.group_m, USE_TMA=cfg.use_tma, PERSISTENT=cfg.persistent, FLATTEN=cfg.flatten,
                  NUM_PROGS=132, NUM_STAGES=cfg.num_stages, WARP_SPECIALIZE=cfg.warp_specialize,
-                 MMA_BF16=cfg.mma_dtype == "bf16")
+                 MMA_BF16=cfg.mma_dtype == "bf16", SOFT_CVT=False)
     sig.update({k: "constexpr" for k in const})
     first = 3 if cfg.use_tma else 0  # descriptors carry their own alignment
     attrs = {(i,): [["tt.divisibility", 16]] for i in range(first, 11)}
