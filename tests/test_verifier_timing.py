@@ -98,6 +98,7 @@ def test_calls_shorter_than_the_timer_floor_are_inconclusive():
     report, t = timed("torch_mm", "torch_mm", "4x4x4", floor_calls=40)  # the default: a steadier floor median
     assert t.status == "PASS" and t.verdict is None and report.verdict == "INCONCLUSIVE", (t.reason, t.failures)
     assert "timer floor" in t.reason and t.timer_floor_ms > 0
+    assert "timing: PASS - INCONCLUSIVE: " in report.summary()  # the summary says why there is no verdict
 
 
 def test_bootstrap_interval_is_seeded_and_brackets_the_median():
