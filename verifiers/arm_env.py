@@ -47,8 +47,11 @@ def operator_extras(text: str | None) -> tuple[set[str], tuple[str, ...]]:
     return names, tuple(p for p in prefixes if p)
 
 
-def arm_environment(source: Mapping[str, str] | None = None) -> dict[str, str]:
-    """What of ``source`` (default: this process's environment) an arm may see."""
+def arm_environment(source: Mapping[str, str] | None = None, cpu: bool = False) -> dict[str, str]:
+    """What of ``source`` (default: this process's environment) an arm may see. ``cpu``: the
+    arms run on CPU tensors, where a Triton kernel can only run in Triton's interpreter, so
+    ``TRITON_INTERPRET=1`` unless the operator set it (Triton reads it when a kernel module is
+    imported: a twin that needs it would otherwise refuse, and the card FAIL, on any CPU box)."""
     env = dict(os.environ if source is None else source)
     names, prefixes = operator_extras(env.get(EXTRA_ENV))
     out = {}
@@ -57,4 +60,6 @@ def arm_environment(source: Mapping[str, str] | None = None) -> dict[str, str]:
             out[key] = value  # named exactly by the operator
         elif (key in BASICS or key.startswith(PREFIXES) or key.startswith(prefixes)) and not _SECRET_LOOKING.search(key):
             out[key] = value
+    if cpu:
+        out.setdefault("TRITON_INTERPRET", "1")
     return out

@@ -35,14 +35,14 @@ class Zygote:
     (callers outside a judge), or forked by the judge from itself (``fork_here``)."""
 
     def __init__(self, pycache_prefix: Path, profile: bool, triton: bool, sys_path: list[str],
-                 cwd: str | None = None) -> None:
+                 cwd: str | None = None, cpu: bool = False) -> None:
         from verifiers.zygote import BOOT
 
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         cmd = [sys.executable, "-I", "-X", f"pycache_prefix={pycache_prefix}", "-c", BOOT, str(REPO_ROOT),
                str(theirs.fileno())]
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                pass_fds=[theirs.fileno()], env=arm_environment(), cwd=cwd or os.getcwd())
+                                pass_fds=[theirs.fileno()], env=arm_environment(cpu=cpu), cwd=cwd or os.getcwd())
         theirs.close()
         assert proc.stdout is not None
         self._attach(ours, proc.pid, proc.stdout, proc)

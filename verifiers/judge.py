@@ -212,9 +212,10 @@ class Judge:
         triton = cpu_only and _mentions_triton(job)
         if self.forked_zygote is not None:
             self.zygote = self.forked_zygote
-            self.zygote.setup(self.prefix_copy(self.template), warm, triton, job.sys_path, job.cwd, arm_environment())
+            self.zygote.setup(self.prefix_copy(self.template), warm, triton, job.sys_path, job.cwd,
+                              arm_environment(cpu=cpu_only))
         else:
-            self.zygote = Zygote(self.prefix_copy(self.template), warm, triton, job.sys_path, job.cwd)
+            self.zygote = Zygote(self.prefix_copy(self.template), warm, triton, job.sys_path, job.cwd, cpu=cpu_only)
         try:
             self._load()
         except Exception as exc:
