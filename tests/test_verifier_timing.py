@@ -30,6 +30,8 @@ def test_aa_run_gives_no_difference():
     assert report.verdict == "NO_DIFFERENCE" and t.verdict == "NO_DIFFERENCE"
     assert [r.order for r in t.aa.rounds][:2] == ["ABBA", "BAAB"]
     assert t.ab.ci_low <= 1.0 + t.noise_floor
+    # every arm warmed in batches until one was no faster than 0.9x the last; blocks sized on the last
+    assert len(t.warmup) == 3 and all(w.batches >= 2 and w.calls == 10 * w.batches for w in t.warmup), t.warmup
 
 
 def test_arm_doing_three_times_the_work_is_slower_and_its_interval_sits_near_that_factor():
