@@ -7,9 +7,17 @@
 # throw-away cluster of (tests/pg_cluster.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
+# Everything installs into the project's own virtual environment (.venv), never the system
+# interpreter; the Makefile runs the server and the tests from it. $PYTHON picks the
+# interpreter that creates it (3.11+).
+BASE_PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "== setup: creating .venv with $BASE_PY" >&2
+  "$BASE_PY" -m venv .venv
+fi
+PY=.venv/bin/python
 stamp=.setup-stamp
-want=$(cat pyproject.toml setup.py scripts/setup.sh | sha256sum | cut -c1-16)
+want=$( (cat pyproject.toml setup.py scripts/setup.sh; readlink -f .venv/bin/python) | sha256sum | cut -c1-16)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$PY" -c "import skill_server, torch, triton, flydsl, mcp, psycopg, ray" 2>/dev/null; then
   exit 0
 fi
