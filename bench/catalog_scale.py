@@ -101,9 +101,9 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=2000)
     ap.add_argument("--out", default=str(REPO / "bench" / "results"))
     args = ap.parse_args()
-    from skill_server.catalog import Catalog
-    from skill_server.hotspot import Hotspot
-    from skill_server.matching import match_hotspot
+    from skill_server.cards.catalog import Catalog
+    from skill_server.matching.hotspot import Hotspot
+    from skill_server.matching.matcher import match_hotspot
 
     rng = random.Random(7)
     tmp = Path(tempfile.mkdtemp(prefix="synth-skills-"))

@@ -34,10 +34,10 @@ def main() -> int:
     args = ap.parse_args()
     from ray.cluster_utils import Cluster
 
-    from skill_server.fleet_node import node_resources
-    from skill_server.fleet_task import cpu_smoke_settings
-    from skill_server.ledger_models import PlatformInfo, normalise_platform
-    from skill_server.service import SkillService
+    from skill_server.fleet.node import node_resources
+    from skill_server.fleet.task import cpu_smoke_settings
+    from skill_server.ledger.models import PlatformInfo, normalise_platform
+    from skill_server.service.facade import SkillService
     from verifiers.provenance import detect_platform
 
     tmp = Path(tempfile.mkdtemp(prefix="skill-fleet-bench-"))

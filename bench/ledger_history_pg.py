@@ -50,10 +50,10 @@ def payloads(key) -> dict[tuple[str, str, int], tuple[str, str]]:
     result of report ``DIGEST``, exactly as ``Ledger.record_report`` signs one."""
     from ledger_support import record
 
-    from skill_server.evidence import Evidence
-    from skill_server.ledger import _result_content
-    from skill_server.ledger_models import validate_record
-    from skill_server.ledger_store import ResultEntry
+    from skill_server.ledger.signing import Evidence
+    from skill_server.ledger.results import _result_content
+    from skill_server.ledger.models import validate_record
+    from skill_server.ledger.store import ResultEntry
 
     out = {}
     for card in CARDS:
@@ -94,8 +94,8 @@ def load(conn, rows: int, key) -> None:
 def _result_v4(rid, uid, payload, evidence_json):
     """The decoder before this change (v-judge's ``ledger_sql._result``): every write-time
     rule of ``ResultRecord`` run again on each row read."""
-    from skill_server.ledger_models import StoredResult
-    from skill_server.ledger_sql import _evidence
+    from skill_server.ledger.models import StoredResult
+    from skill_server.ledger.sql import _evidence
 
     data = json.loads(payload)
     stored = StoredResult(**data, id=rid, uid=uid, evidence=_evidence(evidence_json))
@@ -148,10 +148,10 @@ def main() -> int:
     import psycopg
     from pg_cluster import ThrowawayCluster, wait_ready
 
-    from skill_server import ledger_sql
-    from skill_server.evidence import create_key
-    from skill_server.ledger import Ledger
-    from skill_server.ledger_postgres import PostgresStore, apply_migrations
+    from skill_server.ledger import sql as ledger_sql
+    from skill_server.ledger.signing import create_key
+    from skill_server.ledger.results import Ledger
+    from skill_server.ledger.postgres import PostgresStore, apply_migrations
 
     tmp = Path(tempfile.mkdtemp(prefix="skill-pg-"))
     key_path = tmp / "fleet.key"
@@ -195,8 +195,7 @@ def main() -> int:
         migrate_s = time.perf_counter() - t0
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("ANALYZE results")
-        from skill_server import ledger as ledger_module
-
+        from skill_server.ledger import results as ledger_module
         size_memo = ledger_module.CHECKED_ROWS.maxsize
         ledger_module.CHECKED_ROWS.maxsize = 0  # every row's signature checked
         try:
@@ -226,7 +225,7 @@ def main() -> int:
              "before: schema version 4, the v-judge decoder (write-time rules re-run per row); after: migration 5 "
              f"(`results_by_card_shape (card_id, shape, id)`, applied to the loaded rows in {doc['migration_5_seconds']} s)"
              " and the stored-row decoder; after, no row memo: the same with the memo of signature checks (keyed by the"
-             " rows' bytes, `skill_server.bounded_cache`) switched off, so every row's signature is checked. Same database, same run.", "",
+             " rows' bytes, `skill_server.ledger.bounded_cache`) switched off, so every row's signature is checked. Same database, same run.", "",
              "Wall time end to end; client CPU: the process's CPU time per query (what our code costs, apart from "
              "the box's other load); server: EXPLAIN ANALYZE execution time of one such query. Load average "
              "(1 min) when the filter finished. Before each phase the heap is frozen (`gc.freeze()`), as the "

@@ -39,7 +39,7 @@ PATHS = ("store", "mcp", "stdio")
 def _store_writer(location: str, worker: int, count: int, start, queue) -> None:
     from ledger_support import CARDS, record
 
-    from skill_server.ledger import Ledger, validate_record
+    from skill_server.ledger.results import Ledger, validate_record
 
     ledger = Ledger(location)
     recs = [validate_record(record(notes=f"w{worker} r{i}", shape=f"{64 * (worker + 1)}x{128 + i}x256"),
@@ -58,8 +58,8 @@ def _client_writer(path: str, location: str, worker: int, count: int, start, que
     from mcp import Client
 
     if path == "mcp":
-        from skill_server.mcp_app import ServerSettings, build_server
-        from skill_server.service import SkillService
+        from skill_server.mcp.app import ServerSettings, build_server
+        from skill_server.service.facade import SkillService
 
         target = build_server(SkillService(SKILLS, ledger_path=location), ServerSettings(allow_write_tools=True))
     else:
@@ -68,7 +68,7 @@ def _client_writer(path: str, location: str, worker: int, count: int, start, que
         env = {k: v for k, v in os.environ.items() if k != "SKILL_SERVER_LEDGER"}
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
         target = stdio_client(StdioServerParameters(
-            command=sys.executable, args=["-m", "skill_server.cli", "--skills-dir", str(SKILLS), "--ledger", location,
+            command=sys.executable, args=["-m", "skill_server.cli.entry", "--skills-dir", str(SKILLS), "--ledger", location,
                                           "serve", "--enable-write-tools", "--quiet"], env=env, cwd=str(REPO)),
             errlog=open(os.devnull, "w"))  # noqa: SIM115 - the server's start-up line; closed at exit
 
@@ -108,7 +108,7 @@ def run(path: str, location: str, writers: int, per: int) -> float:
 
 
 def count(location: str) -> int:
-    from skill_server.ledger import Ledger
+    from skill_server.ledger.results import Ledger
 
     return len(Ledger(location).history(limit=10_000))
 
@@ -121,7 +121,7 @@ def main() -> int:
     args = ap.parse_args()
     from pg_cluster import ThrowawayCluster, wait_ready
 
-    from skill_server.evidence import create_key
+    from skill_server.ledger.signing import create_key
 
     tmp = Path(tempfile.mkdtemp(prefix="skill-bench-"))
     os.environ["SKILL_SERVER_KEY"] = str(tmp / "signing.key")

@@ -47,9 +47,9 @@ root, seconds = sys.argv[1], float(sys.argv[2])
 payload = json.loads(sys.stdin.read())
 sys.path.insert(0, root)
 from pathlib import Path
-from skill_server.catalog import Catalog
-from skill_server.hotspot import Hotspot
-from skill_server.matching import match_hotspot
+from skill_server.cards.catalog import Catalog
+from skill_server.matching.hotspot import Hotspot
+from skill_server.matching.matcher import match_hotspot
 index = Catalog.load(Path(root) / "skills", use_cache=False).index
 once = payload.pop("once", False)
 try:

@@ -60,7 +60,7 @@ async def measure(root: Path, verify: bool) -> dict:
     env = {**os.environ, "PYTHONPATH": str(root), "SKILL_SERVER_STATE_DIR": str(state)}
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "skill_server.cli", "--skills-dir", str(root / "skills"), "--ledger", str(state / "ledger.sqlite"),
+        args=["-m", "skill_server.cli.entry", "--skills-dir", str(root / "skills"), "--ledger", str(state / "ledger.sqlite"),
               "serve", "--quiet", "--enable-exec-tools", "--enable-write-tools"],
         env=env, cwd=str(root))
     out: dict = {"root": str(root)}
@@ -120,7 +120,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     ap.add_argument("--no-verify", action="store_true", help="skip run_verifier (about 10 s of CPU per server)")
     args = ap.parse_args()
-    from verifiers.device import cpu_name  # light: no torch at import
+    from verifiers.hw.device import cpu_name  # light: no torch at import
 
     res: dict = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                  "command": "python " + " ".join(sys.argv),

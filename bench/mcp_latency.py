@@ -51,11 +51,11 @@ def call_msg(i: int) -> dict:
 
 def server_cmd() -> list[str]:
     exe = shutil.which("skill-server")
-    return [exe] if exe else [sys.executable, "-m", "skill_server.cli"]
+    return [exe] if exe else [sys.executable, "-m", "skill_server.cli.entry"]
 
 
 def cpu_model() -> str:
-    from verifiers.device import cpu_name  # light: no torch at import
+    from verifiers.hw.device import cpu_name  # light: no torch at import
 
     return cpu_name()
 
@@ -241,7 +241,7 @@ def sdk_round_trips(calls: int, port: int | None, token: str) -> list[float]:
 # --------------------------------------------------------------- start-up profile
 def startup_profile() -> dict:
     """Self import time per top-level package in a fresh ``serve`` process (ms)."""
-    s = RawStdio([sys.executable, "-X", "importtime", "-m", "skill_server.cli", "serve", "--quiet"])
+    s = RawStdio([sys.executable, "-X", "importtime", "-m", "skill_server.cli.entry", "serve", "--quiet"])
     s.request(INIT)
     s.request(INITIALIZED)
     s.request(call_msg(1))
@@ -261,16 +261,16 @@ def in_process_build(repeats: int = 3) -> dict:
 import json, time, importlib
 T = time.process_time
 steps = {"interpreter_start": T()}
-t = T(); import skill_server.cli as cli; cli.build_parser(); steps["cli_and_command_modules"] = T() - t
+t = T(); import skill_server.cli.entry as cli; cli.build_parser(); steps["cli_and_command_modules"] = T() - t
 t = T(); import mcp.server, mcp.server.mcpserver; steps["import_mcp_sdk"] = T() - t
-t = T(); from skill_server.service import SkillService; steps["import_core_service"] = T() - t
+t = T(); from skill_server.service.facade import SkillService; steps["import_core_service"] = T() - t
 t = T(); svc = SkillService(); svc.catalog; steps["load_catalog"] = T() - t
-t = T(); from skill_server import mcp_app; from skill_server.mcp_settings import ServerSettings
+t = T(); from skill_server import mcp_app; from skill_server.mcp.settings import ServerSettings
 server = mcp_app.SkillMCPServer("bench"); steps["adapter_and_server_object"] = T() - t
 for name in mcp_app.MCP_MODULES:
     t = T(); module = importlib.import_module(name); steps[f"import {name}"] = T() - t
     t = T(); module.register(server, svc, ServerSettings()); steps[f"register {name}"] = T() - t
-t = T(); from skill_server.hotspot import Hotspot; svc.match_skill(Hotspot(op_name="gemm_a8w8_blockscale_kernel"))
+t = T(); from skill_server.matching.hotspot import Hotspot; svc.match_skill(Hotspot(op_name="gemm_a8w8_blockscale_kernel"))
 steps["first_match_in_service"] = T() - t
 print(json.dumps(steps))
 """
@@ -289,9 +289,9 @@ import json, time
 from jsonschema import exceptions, validators
 from referencing import Registry
 from pydantic import TypeAdapter
-from skill_server.hotspot import Hotspot
-from skill_server.matching import MatchResult
-from skill_server.service import SkillService
+from skill_server.matching.hotspot import Hotspot
+from skill_server.matching.matcher import MatchResult
+from skill_server.service.facade import SkillService
 HOTSPOT = %s
 data = SkillService().match_skill(Hotspot(**HOTSPOT)).model_dump(mode="json")
 schema = TypeAdapter(MatchResult).json_schema()

@@ -87,7 +87,7 @@ class Tree:
         return env
 
     def cmd(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "skill_server.cli", "serve", "--quiet", *args, *self.extra]
+        return [sys.executable, "-m", "skill_server.cli.entry", "serve", "--quiet", *args, *self.extra]
 
 
 # ----------------------------------------------------------------- measurement
@@ -195,10 +195,10 @@ class Conn:
 SDK_VARIANTS = [(False, False, "h11"), (False, True, "h11"), (True, True, "h11"), (True, True, "httptools")]
 VARIANT_RUNNER = """
 import sys, uvicorn
-from skill_server.mcp_app import build_server
-from skill_server.mcp_http import BearerTokenMiddleware, HttpOptions, transport_security
-from skill_server.mcp_settings import ServerSettings
-from skill_server.service import SkillService
+from skill_server.mcp.app import build_server
+from skill_server.mcp.http_transport import BearerTokenMiddleware, HttpOptions, transport_security
+from skill_server.mcp.settings import ServerSettings
+from skill_server.service.facade import SkillService
 port, stateless, json_response, parser, token = int(sys.argv[1]), sys.argv[2] == "1", sys.argv[3] == "1", sys.argv[4], sys.argv[5]
 server = build_server(SkillService(), ServerSettings())
 app = server.streamable_http_app(streamable_http_path="/mcp", host="127.0.0.1", stateless_http=stateless,

@@ -96,7 +96,7 @@ def _time_ms(launch: Any, device: Any) -> float:
 
 
 def _metrics(problem: Any, out: Any, ref: Any) -> dict:
-    from verifiers.metrics import output_metrics
+    from verifiers.judge.metrics import output_metrics
 
     p = problem.parity
     m = output_metrics(out, ref, rtol=p.rtol, atol=p.atol).model_dump()

@@ -44,7 +44,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def smoke_shapes(card_ids: list[str]) -> dict[str, list[str]]:
     from verifiers.problem import load_problem
 
-    from skill_server.service import SkillService
+    from skill_server.service.facade import SkillService
 
     svc = SkillService(REPO / "skills")
     out: dict[str, list[str]] = {}
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton (the verifier's workers inherit it)
     sys.path.insert(0, str(REPO))
-    from skill_server.service import SkillService
+    from skill_server.service.facade import SkillService
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         from verifiers.options import VerifyOptions
 
-        from skill_server.ledger import PlatformInfo
+        from skill_server.ledger.results import PlatformInfo
         from verifiers.provenance import detect_platform
 
         plat = detect_platform()

@@ -4,7 +4,7 @@ each confined by the arm's policy plus one extra grant, and prints which variant
     python bench/sandbox_gpu_probe.py [--strace OUT.txt]
 
 Run on a GPU box (CUDA or ROCm torch). Each child enters the sandbox exactly as an arm does
-(verifiers.sandbox.arm_policy + landlock.restrict), then initialises the device and allocates.
+(verifiers.arms.sandbox.arm_policy + landlock.restrict), then initialises the device and allocates.
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402  (imported before any fork, as the zygote does; CUDA not initialised)
 
-from verifiers import landlock, sandbox  # noqa: E402
+from verifiers.arms import landlock  # noqa: E402
+from verifiers.arms import sandbox
 
 ALL = "/"
 EXTRAS = {

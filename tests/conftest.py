@@ -20,7 +20,7 @@ from pg_cluster import DSN_ENV, REQUIRE_ENV, ThrowawayCluster, missing_reason, w
 @pytest.fixture(autouse=True, scope="session")
 def _fixtures_reach_their_arms():
     """The fixture candidates and problems take their targets from ``VERIFIER_TEST_*``
-    variables; arms see only allow-listed variables (``verifiers.arm_env``), so the suite
+    variables; arms see only allow-listed variables (``verifiers.arms.env``), so the suite
     names that prefix as an operator would name one of theirs."""
     mp = pytest.MonkeyPatch()
     mp.setenv("SKILL_SERVER_ARM_ENV", "VERIFIER_TEST_*")

@@ -52,12 +52,12 @@ def broken_rocm_tree(tmp: Path, linker: str = "exit 127", rocprof: str | None = 
 
 def run_doctor_cli(*args: str, pythonpath_first: Path | None = None, env: dict[str, str] | None = None,
                    timeout: float = 120) -> tuple[subprocess.CompletedProcess, float]:
-    """``python -m skill_server.cli doctor ARGS`` in a fresh process; (result, wall seconds)."""
+    """``python -m skill_server.cli.entry doctor ARGS`` in a fresh process; (result, wall seconds)."""
     full = dict(os.environ, **(env or {}))
     parts = ([str(pythonpath_first)] if pythonpath_first else []) + [str(REPO)]
     full["PYTHONPATH"] = os.pathsep.join(parts)
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "skill_server.cli", "doctor", *args], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "skill_server.cli.entry", "doctor", *args], capture_output=True, text=True,
                           timeout=timeout, env=full, cwd=REPO)
     return proc, time.monotonic() - t0
 

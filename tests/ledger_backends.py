@@ -72,7 +72,7 @@ def make_backend(kind: str, tmp_path: Path, dsn: str | None = None) -> Backend:
         return Backend(kind, str(tmp_path / "var" / "ledger.sqlite"), tmp_path / "var" / "signing.key")
     import psycopg
 
-    from skill_server.evidence import create_key
+    from skill_server.ledger.signing import create_key
 
     schema = f"t_{secrets.token_hex(6)}"
     with psycopg.connect(dsn, autocommit=True) as conn:

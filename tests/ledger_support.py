@@ -57,7 +57,7 @@ def make_project(tmp: Path, cards: tuple[str, ...] = (BLOCKSCALE, MXFP8, MOE)) -
 
 # ------------------------------------------------------------------ verifier reports
 def output_metrics(cosine: float = 1.0, max_abs: float = 0.0, mismatches: int = 0):
-    from verifiers.metrics import OutputMetrics
+    from verifiers.judge.metrics import OutputMetrics
 
     return OutputMetrics(numel=16, nonfinite=0, mismatches=mismatches, max_abs=max_abs, rel_l2=max_abs / 10,
                          cosine=cosine, norm_ratio=1.0)
@@ -66,10 +66,10 @@ def output_metrics(cosine: float = 1.0, max_abs: float = 0.0, mismatches: int = 
 def shape_report(shape: str, speedup: float | None, verdict: str | None = None, parity_ok: bool = True,
                  hidden: bool = False, baseline: str | None = None):
     """One ``verifiers.report.ShapeReport`` as the verifier writes it (timing arm A = baseline)."""
-    from verifiers.metrics import OracleStats
-    from verifiers.parity import OutputComparison, ParityCase, ParityResult
+    from verifiers.judge.metrics import OracleStats
+    from verifiers.judge.parity import OutputComparison, ParityCase, ParityResult
     from verifiers.report import ShapeReport, StageResult
-    from verifiers.timing import Comparison, TimingResult
+    from verifiers.judge.timing import Comparison, TimingResult
 
     m = output_metrics(1.0 if parity_ok else 0.5, 0.01 if parity_ok else 3.0, 0 if parity_ok else 12)
     case = ParityCase(shape=shape, seed=0, status="PASS" if parity_ok else "FAIL", outputs=[OutputComparison(
@@ -128,7 +128,7 @@ def verification_report(problem: str, rows: list, platform: str = "rocm", device
 # ------------------------------------------------------------ child-process workers
 def write_records(path: str, worker: int, count: int) -> None:
     """Record ``count`` results one transaction each (a concurrent writer)."""
-    from skill_server.ledger import Ledger, validate_record
+    from skill_server.ledger.results import Ledger, validate_record
 
     ledger = Ledger(path)
     for i in range(count):
@@ -140,9 +140,8 @@ def write_records(path: str, worker: int, count: int) -> None:
 def write_until_killed(path: str, stop_at: int, marker: str) -> None:
     """Record results; on record number ``stop_at`` stop *inside* the transaction (after
     the result row, before its arm rows), tell the parent and wait to be killed."""
-    from skill_server import ledger as ledger_mod
-    from skill_server import ledger_sql
-
+    from skill_server.ledger import results as ledger_mod
+    from skill_server.ledger import sql as ledger_sql
     calls = {"n": 0}
 
     def hook(_rec: Any) -> None:
@@ -159,7 +158,7 @@ def write_until_killed(path: str, stop_at: int, marker: str) -> None:
 
 def write_forever(path: str, marker: str) -> None:
     """Record batches of results in a loop until killed (for a kill at a random moment)."""
-    from skill_server.ledger import Ledger, validate_record
+    from skill_server.ledger.results import Ledger, validate_record
 
     led = Ledger(path)
     batch = [validate_record(record(notes="x" * 2000, shape=f"{64 * (j + 1)}x1024x1024"), known_cards=CARDS)

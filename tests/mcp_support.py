@@ -23,8 +23,8 @@ HEAVY = ("torch", "triton", "flydsl")
 
 
 def build(skills_dir: Path | None = None, check_interval: float = 1.0, **settings: Any):
-    from skill_server.mcp_app import ServerSettings, build_server
-    from skill_server.service import SkillService
+    from skill_server.mcp.app import ServerSettings, build_server
+    from skill_server.service.facade import SkillService
 
     return build_server(SkillService(skills_dir or SKILLS, check_interval=check_interval), ServerSettings(**settings))
 
@@ -56,7 +56,7 @@ def free_port() -> int:
 
 
 def cli_command() -> list[str]:
-    return [sys.executable, "-m", "skill_server.cli"]
+    return [sys.executable, "-m", "skill_server.cli.entry"]
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """Each card's verifier binding agrees with the problem it names (one source of truth: the
 problem executes, the card declares; ``skill-server lint`` checks it through
-``skill_server.lint_binding``), and a binding that drifts from its problem is an error."""
+``skill_server.cards.lint_binding``), and a binding that drifts from its problem is an error."""
 from __future__ import annotations
 
 import json
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from ledger_support import BLOCKSCALE, MOE, MXFP8, make_project
 
-from skill_server.catalog import Catalog
-from skill_server.lint_binding import binding_problems
+from skill_server.cards.catalog import Catalog
+from skill_server.cards.lint_binding import binding_problems
 
 REPO = Path(__file__).resolve().parents[1]
 CARDS = Catalog.load(REPO / "skills", use_cache=False).cards
@@ -41,8 +41,7 @@ DRIFTS = [  # (card, text in SKILL.md, replacement, field reported, message part
 
 @pytest.mark.parametrize(("card", "old", "new", "field", "message"), DRIFTS)
 def test_lint_reports_a_binding_that_drifted_from_its_problem(tmp_path, capsys, card, old, new, field, message):
-    from skill_server.cli import main
-
+    from skill_server.cli.entry import main
     skills = make_project(tmp_path)
     path = skills / card / "SKILL.md"
     text = path.read_text()
@@ -56,8 +55,7 @@ def test_lint_reports_a_binding_that_drifted_from_its_problem(tmp_path, capsys, 
 
 
 def test_lint_reports_a_problem_that_names_another_card_or_does_not_load(tmp_path, capsys):
-    from skill_server.cli import main
-
+    from skill_server.cli.entry import main
     skills = make_project(tmp_path)
     problem = tmp_path / "kernels" / MOE / "problem.py"
     problem.write_text(problem.read_text() + "\nPROBLEM = __import__('dataclasses').replace(PROBLEM, card_id='other')\n")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from skill_server.cards import CardParseError, parse_card_file, parse_card_text, split_front_matter
+from skill_server.cards.schema import CardParseError, parse_card_file, parse_card_text, split_front_matter
 
 SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"
 REPO = Path(__file__).resolve().parents[1]

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from skill_server.cli import main
-
+from skill_server.cli.entry import main
 REPO = Path(__file__).resolve().parents[1]
 CK = "kernel_gemm_xdl_cshuffle_v3_blockscale_b_preshuffle"
 
@@ -131,7 +130,7 @@ def test_lint_is_clean_on_the_project_catalog(capsys):
 
 def test_console_script_runs(tmp_path):
     exe = shutil.which("skill-server")
-    cmd = [exe] if exe else [sys.executable, "-m", "skill_server.cli"]
+    cmd = [exe] if exe else [sys.executable, "-m", "skill_server.cli.entry"]
     proc = subprocess.run(cmd + ["match", "--op", CK, "--gen", "gfx950", "--scale-format", "ue8m0_1x32"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "MATCH flydsl_mxfp8_8wave_gemm" in proc.stdout

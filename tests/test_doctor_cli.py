@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from doctor_support import blocker_dir, by_id, doctor_json, run_doctor_cli
 
-from skill_server.doctor_model import DoctorReport
-from skill_server.doctor_plan import CHECKS
+from skill_server.doctor.model import DoctorReport
+from skill_server.doctor.plan import CHECKS
 
 GPU_CHECKS = ("device", "caches", "flush_eviction", "kernel_names")
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from skill_server.doctor_plan import BY_ID, blocked, select
-from verifiers import doctor_seams
-from verifiers.doctor_env_checks import judge_caches, judge_profiler
-from verifiers.doctor_measure_checks import judge_flush, judge_kernel_names, judge_timer_floor, min_kernel_for_tolerance
-from verifiers.doctor_result import FlushDetails, result
-from verifiers.doctor_tool_checks import flydsl_pin
+from skill_server.doctor.plan import BY_ID, blocked, select
+from skill_server.doctor import seams as doctor_seams
+from skill_server.doctor.env_checks import judge_caches, judge_profiler
+from skill_server.doctor.measure_checks import judge_flush, judge_kernel_names, judge_timer_floor, min_kernel_for_tolerance
+from skill_server.doctor.result import FlushDetails, result
+from skill_server.doctor.tool_checks import flydsl_pin
 
 MIB = 1 << 20
 PROBE = "skill_doctor_probe"

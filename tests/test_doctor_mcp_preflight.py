@@ -9,10 +9,10 @@ import sys
 from doctor_support import REPO, blocker_dir, doctor_json
 from mcp_support import build, with_client
 
-from skill_server.doctor_model import DoctorReport
+from skill_server.doctor.model import DoctorReport
 
 SUBSET = ["install", "linker", "rocm", "rocprofv3"]
-VERIFY = [sys.executable, "-m", "skill_server.cli", "verify", "flydsl_fp8_blockscale_gemm", "--candidate",
+VERIFY = [sys.executable, "-m", "skill_server.cli.entry", "verify", "flydsl_fp8_blockscale_gemm", "--candidate",
           "arm:torch_dequant", "--baseline", "torch_dequant", "--shape", "128x256x512", "--no-timing", "--no-profile",
           "--seed", "0", "--no-secret-seed", "--options", '{"hidden_shapes": false}', "--quiet"]
 
@@ -75,8 +75,8 @@ def test_mcp_run_verifier_refuses_with_the_doctors_line():
 
 
 def test_a_passed_preflight_is_remembered_a_refusal_is_not(monkeypatch):
-    from skill_server import doctor, doctor_preflight
-
+    from skill_server.doctor import runner as doctor
+    from skill_server.doctor import preflight as doctor_preflight
     calls = []
     real = doctor.run_doctor
     monkeypatch.setattr(doctor, "run_doctor", lambda checks, **kw: calls.append(list(checks)) or real(checks, **kw))

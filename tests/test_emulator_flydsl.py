@@ -119,8 +119,7 @@ def test_check_kernel_emulate_cli(capsys):
     """``skill-server check-kernel CARD --emulate --json``: the gates and every emulated arm in one document."""
     import json
 
-    from skill_server.cli import main
-
+    from skill_server.cli.entry import main
     rc = main(["check-kernel", "flydsl_mxfp8_8wave_gemm", "--target", "bm128_bn128_k2048", "--emulate", "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert rc == 0, doc

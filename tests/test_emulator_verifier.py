@@ -48,8 +48,8 @@ def assert_parity_only(report):
 
 # ----------------------------------------------------------------------------- fast
 def test_the_emulated_platform_is_keyed_apart_from_mi355x():
-    from skill_server.ledger_models import normalise_platform
-    from skill_server.vocabulary import vocabulary
+    from skill_server.ledger.models import normalise_platform
+    from skill_server.cards.vocabulary import vocabulary
     from verifiers.provenance import Provenance, emulated_platform
 
     p = normalise_platform(emulated_platform("gfx950 emulator on CPU (x)"))
@@ -72,7 +72,7 @@ def test_emulated_problem_view_is_the_lean_plan():
 
 
 def test_each_cards_rocm_reference_arm_is_emulated_at_every_emulation_shape():
-    from skill_server.catalog import Catalog
+    from skill_server.cards.catalog import Catalog
     from verifiers.gfx950.emulator.verifier_arms import arm_at, arms_for
     from verifiers.problem import load_problem
 

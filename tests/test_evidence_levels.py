@@ -12,8 +12,8 @@ import pytest
 from ledger_support import BLOCKSCALE, CPU, GFX950, H200, MXFP8, make_project, record, report_platform, shape_report, \
     verification_report
 
-from skill_server.hotspot import Hotspot
-from skill_server.service import ServiceError, SkillService
+from skill_server.matching.hotspot import Hotspot
+from skill_server.service.facade import ServiceError, SkillService
 
 SHAPE = "4096x2048x7168"
 HOTSPOT = Hotspot(op_name="gemm_a8w8_blockscale_bpreshuffle", gen="gfx950", scale_format="fp32_block",
@@ -124,7 +124,7 @@ def test_hand_made_records_cannot_claim_to_be_verified(svc):
 
 def test_a_row_changed_in_the_database_after_signing_is_served_as_reported(svc):
     svc.record_result(report=signed(svc, report()))
-    from skill_server.ledger_models import PlatformInfo, ReverificationRow
+    from skill_server.ledger.models import PlatformInfo, ReverificationRow
 
     svc.ledger.record_reverification([ReverificationRow(card_id=BLOCKSCALE, platform=PlatformInfo(**GFX950),
                                                         status="DRIFTED", reason="0.9x", recorded_by="reverify")])
@@ -170,7 +170,7 @@ def test_an_unusable_key_stops_every_write_and_never_falls_back_to_unsigned(svc,
     fresh = SkillService(svc.skills_dir, check_interval=0.0, ledger_path=svc.ledger.path)
     for write in (lambda: fresh.record_result(record()),
                   lambda: fresh.record_result(report=signed(svc, report())),
-                  lambda: fresh.reverify(card_id=BLOCKSCALE, platform=__import__("skill_server.ledger", fromlist=["x"])
+                  lambda: fresh.reverify(card_id=BLOCKSCALE, platform=__import__("skill_server.ledger.results", fromlist=["x"])
                                          .PlatformInfo(**CPU), gates=False, verifier=False)):
         with pytest.raises(ServiceError, match=message):
             write()
@@ -192,7 +192,7 @@ def test_records_signed_with_another_deployments_key_are_reported(svc, tmp_path)
 def test_a_report_issued_before_a_schema_change_still_checks_and_is_stored_as_issued(svc):
     """The digest is over the report as sent, not over what this version's model re-dumps: a
     report of an older version (a field since dropped) keeps its signature and its bytes."""
-    from skill_server.evidence import canonical_json, sha256_hex
+    from skill_server.ledger.signing import canonical_json, sha256_hex
 
     envelope = signed(svc, report())
     envelope["report"]["shape_reports"][0]["threads"] = {"python_before": 1, "python_after": 1}  # an older field

@@ -24,7 +24,7 @@ from fleet_support import env_for_driver, start_cluster, task_process_on  # noqa
 from ledger_support import MXFP8, SKILLS  # noqa: E402
 from mcp_support import cli_command, text, with_client  # noqa: E402
 
-from skill_server.service import SkillService  # noqa: E402
+from skill_server.service.facade import SkillService  # noqa: E402
 
 pytestmark = pytest.mark.slow
 CARDS = 3
@@ -69,7 +69,7 @@ def test_every_card_runs_once_on_each_advertised_platform_and_lands_in_the_share
 
 
 def test_the_mcp_reverify_tool_runs_on_the_servers_fleet_only(cluster, pg_backend):
-    from skill_server.mcp_app import ServerSettings, build_server
+    from skill_server.mcp.app import ServerSettings, build_server
 
     c, *_ = cluster
     svc = SkillService(SKILLS, ledger_path=pg_backend.location)

@@ -1,4 +1,4 @@
-"""Starting judges (verifiers/judge_launch.py, verifiers/judge_start.py): forked from a warm
+"""Starting judges (verifiers/launch/judge_launch.py, verifiers/launch/judge_start.py): forked from a warm
 template kept per configuration, or exec'd; real processes throughout.
 
 The template's security properties are tested where the attacks are: an arm's memory holds
@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 from verifier_support import PARITY_ONLY, PROBLEM_FILE, candidate, verifier_processes
 
-from verifiers import bytecode, judge_launch, procwatch
+from verifiers.launch import bytecode
+from verifiers.launch import judge_launch
+from verifiers.launch import procwatch
 from verifiers.api import verify
 from verifiers.options import VerifyOptions
 

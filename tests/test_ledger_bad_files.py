@@ -12,9 +12,7 @@ from pathlib import Path
 import pytest
 from ledger_support import BLOCKSCALE, SKILLS, record
 
-from skill_server.cli import main
-
-
+from skill_server.cli.entry import main
 def _junk(path: Path) -> Path:
     path.write_bytes(b"not a database, just notes\n" * 200)
     return path

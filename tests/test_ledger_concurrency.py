@@ -16,7 +16,7 @@ import ledger_support
 import pytest
 from ledger_support import BLOCKSCALE, CARDS, record
 
-from skill_server.ledger import MIGRATIONS, SCHEMA_VERSION, Ledger, LedgerError, validate_record
+from skill_server.ledger.results import MIGRATIONS, SCHEMA_VERSION, Ledger, LedgerError, validate_record
 
 PROCS, PER_PROC = 4, 50
 
@@ -95,7 +95,7 @@ def test_a_writer_killed_at_a_random_moment_leaves_a_consistent_store(ledger_bac
 def _migrate_raw(backend, target: int) -> None:
     """Build the schema of an older release, as that release would have."""
     if backend.kind == "sqlite":
-        from skill_server.ledger_sqlite import apply_migrations
+        from skill_server.ledger.sqlite import apply_migrations
 
         Path(backend.location).parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(backend.location, isolation_level=None)
@@ -104,7 +104,7 @@ def _migrate_raw(backend, target: int) -> None:
     else:
         import psycopg
 
-        from skill_server.ledger_postgres import apply_migrations
+        from skill_server.ledger.postgres import apply_migrations
 
         with psycopg.connect(backend.location, autocommit=True) as conn:
             apply_migrations(conn, target=target)
@@ -138,9 +138,9 @@ def test_a_version_1_ledger_migrates_forward_and_keeps_its_records(ledger_backen
 
 
 def test_a_failed_migration_rolls_back_whole(ledger_backend, monkeypatch):
-    import skill_server.ledger_postgres as postgres_store
-    import skill_server.ledger_sqlite as sqlite_store
-    from skill_server.ledger_schema import Migration
+    import skill_server.ledger.postgres as postgres_store
+    import skill_server.ledger.sqlite as sqlite_store
+    from skill_server.ledger.schema import Migration
 
     _migrate_raw(ledger_backend, 1)
     broken = (MIGRATIONS[0], Migration(2, "broken", MIGRATIONS[1].statements[:2] + ("THIS IS NOT SQL",)))

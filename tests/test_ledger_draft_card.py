@@ -7,8 +7,8 @@ import pytest
 import yaml
 from ledger_support import BLOCKSCALE, CPU, H200, MXFP8, make_project, record
 
-from skill_server.cards import parse_card_file
-from skill_server.service import ServiceError, SkillService
+from skill_server.cards.schema import parse_card_file
+from skill_server.service.facade import ServiceError, SkillService
 
 NEW = "blockscale_triton_twin_h200"
 
@@ -58,7 +58,7 @@ def test_a_draft_from_ledger_records_goes_to_the_drafts_area_and_lints_clean_apa
 
 
 def test_a_draft_is_not_served_until_a_person_completes_and_promotes_it(svc):
-    from skill_server.hotspot import Hotspot
+    from skill_server.matching.hotspot import Hotspot
 
     svc.record_result(record())  # gfx950, FASTER: a draft from it has the source card's match space
     res = svc.draft_card("blockscale_again", from_card=BLOCKSCALE, platform="gfx950")
@@ -110,8 +110,7 @@ def test_cpu_records_need_the_generations_stated_and_one_card_at_a_time(svc):
 
 
 def test_cli_draft_card(svc, capsys):
-    from skill_server.cli import main
-
+    from skill_server.cli.entry import main
     base = ["--skills-dir", str(svc.skills_dir)]
     code = main(base + ["draft-card", "--from-ledger", "--id", NEW, "--card", BLOCKSCALE, "--platform", "H200",
                         "--ledger", str(svc.ledger.path), "--json"])

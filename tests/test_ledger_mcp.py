@@ -6,8 +6,8 @@ import pytest
 from ledger_support import BLOCKSCALE, MOE, MXFP8, SKILLS, record
 from mcp_support import text, with_client
 
-from skill_server.mcp_app import ServerSettings, build_server
-from skill_server.service import SkillService
+from skill_server.mcp.app import ServerSettings, build_server
+from skill_server.service.facade import SkillService
 
 LEDGER_TOOLS = {"get_validation_history", "check_overlap", "record_result", "draft_card", "reverify"}
 

@@ -18,10 +18,10 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_support import cli_command, free_port, subprocess_env, text
 
-from skill_server.evidence import create_key
-from skill_server.ledger import SCHEMA_VERSION, Ledger, LedgerError, open_store, validate_record
-from skill_server.ledger_copy import copy_ledger
-from skill_server.service import ServiceError, SkillService
+from skill_server.ledger.signing import create_key
+from skill_server.ledger.results import SCHEMA_VERSION, Ledger, LedgerError, open_store, validate_record
+from skill_server.ledger.backend_copy import copy_ledger
+from skill_server.service.facade import ServiceError, SkillService
 
 
 def _cli(*args: str, env: dict[str, str] | None = None, cwd=None) -> subprocess.CompletedProcess:
@@ -31,8 +31,7 @@ def _cli(*args: str, env: dict[str, str] | None = None, cwd=None) -> subprocess.
 
 def _cli_here(capsys, monkeypatch, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """The CLI in this process (as ``_cli`` runs it, without a Python start-up per call)."""
-    from skill_server.cli import main
-
+    from skill_server.cli.entry import main
     for name in ("SKILL_SERVER_TOKEN", "SKILL_SERVER_LEDGER"):
         monkeypatch.delenv(name, raising=False)
     with monkeypatch.context() as m:
@@ -131,7 +130,7 @@ def test_a_copy_keeps_every_row_and_verified_rows_stay_verified_only_under_the_s
 
 
 def test_a_copy_that_does_not_read_back_the_same_rolls_back_whole(pg_backend, tmp_path, monkeypatch):
-    import skill_server.ledger_copy as copy_mod
+    import skill_server.ledger.backend_copy as copy_mod
 
     src = tmp_path / "src.sqlite"
     monkeypatch.setenv("SKILL_SERVER_KEY", str(tmp_path / "src.key"))
@@ -224,7 +223,7 @@ def test_an_unreachable_server_wrong_credentials_and_a_newer_schema_each_get_one
 
 
 def test_psycopg_is_imported_only_for_a_database_ledger():
-    code = ("import sys; from skill_server.service import SkillService; s = SkillService(); s.list_skills(); "
+    code = ("import sys; from skill_server.service.facade import SkillService; s = SkillService(); s.list_skills(); "
             "s.ledger.history(); print('psycopg' in sys.modules)")
     out = subprocess.run([__import__("sys").executable, "-c", code], capture_output=True, text=True,
                          env=subprocess_env(SKILL_SERVER_LEDGER=""), timeout=60)
@@ -237,8 +236,7 @@ def test_psycopg_is_imported_only_for_a_database_ledger():
     ("postgresql://skill@127.0.0.1:5432/db?sslmode=bogus", 'invalid sslmode value: "bogus"'),
 ], ids=["port", "ipv6", "option"])
 def test_a_malformed_url_is_one_clear_line_before_any_connection(url, needle, tmp_path, capsys, monkeypatch):
-    from skill_server.cli import main
-
+    from skill_server.cli.entry import main
     create_key(tmp_path / "fleet.key")
     monkeypatch.setenv("SKILL_SERVER_KEY", str(tmp_path / "fleet.key"))
     monkeypatch.setenv("SKILL_SERVER_STATE_DIR", str(tmp_path / "state"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 
-from skill_server.ledger_schema import DIALECTS, MIGRATIONS, SCHEMA_VERSION
+from skill_server.ledger.schema import DIALECTS, MIGRATIONS, SCHEMA_VERSION
 
 # sha256 (first 16 hex) of each released migration as SQLite runs it: an edited entry fails
 # here; a schema change is a new entry (and a new line below)

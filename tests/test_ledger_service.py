@@ -6,10 +6,10 @@ import json
 import pytest
 from ledger_support import BLOCKSCALE, CPU, H200, MXFP8, make_project, record
 
-from skill_server.artifacts import parse_artifact
-from skill_server.hotspot import Hotspot
-from skill_server.ledger import Ledger, PlatformInfo, ReverificationRow
-from skill_server.service import ServiceError, SkillService
+from skill_server.cards.artifacts import parse_artifact
+from skill_server.matching.hotspot import Hotspot
+from skill_server.ledger.results import Ledger, PlatformInfo, ReverificationRow
+from skill_server.service.facade import ServiceError, SkillService
 
 HOTSPOT = Hotspot(op_name="gemm_a8w8_blockscale_bpreshuffle", gen="MI355X", dtype="fp8_e4m3",
                   scale_format="fp32_block", regime="prefill", shape={"M": 4096, "N": 2048, "K": 7168})
@@ -158,8 +158,7 @@ def test_export_keeps_times_out_of_the_checked_field_when_the_speedup_is_a_media
 
 # ---------------------------------------------------------------------------- CLI
 def run_cli(capsys, *argv):
-    from skill_server.cli import main
-
+    from skill_server.cli.entry import main
     code = main(list(argv))
     out = capsys.readouterr()
     return code, out.out, out.err

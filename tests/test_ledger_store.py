@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from ledger_support import BLOCKSCALE, CARDS, CPU, H200, MXFP8, record
 
-from skill_server.ledger import (MAX_PAYLOAD_BYTES, SCHEMA_VERSION, Ledger, LedgerError, RecordRejected,
+from skill_server.ledger.results import (MAX_PAYLOAD_BYTES, SCHEMA_VERSION, Ledger, LedgerError, RecordRejected,
                                  default_ledger_path, validate_record)
 
 
@@ -143,7 +143,7 @@ def test_notes_too_long_and_an_oversized_batch_entry_are_refused():
 
 
 def test_a_batch_with_one_bad_record_writes_none_of_it(tmp_path, ledger_backend):
-    from skill_server.service import ServiceError, SkillService
+    from skill_server.service.facade import ServiceError, SkillService
     from ledger_support import make_project
 
     svc = SkillService(make_project(tmp_path), ledger_path=ledger_backend.location)

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from skill_server.catalog import Catalog
-from skill_server.hotspot import GemmShape, Hotspot
-from skill_server.matching import MatchInputError, match_hotspot
+from skill_server.cards.catalog import Catalog
+from skill_server.matching.hotspot import GemmShape, Hotspot
+from skill_server.matching.matcher import MatchInputError, match_hotspot
 
 REPO = Path(__file__).resolve().parents[1]
 CK_BLOCKSCALE = "kernel_gemm_xdl_cshuffle_v3_blockscale_b_preshuffle<256, 128x128x128, fp8>"
@@ -222,7 +222,7 @@ def test_aiter_ck_instance_names_are_considered_and_their_scale_block_is_no_form
     ("fmoe_kernel_e8m0x4", None),  # e8m0 inside another token
 ])
 def test_scale_format_from_a_name_only_when_the_name_states_it(name, fmt):
-    from skill_server.vocabulary import vocabulary
+    from skill_server.cards.vocabulary import vocabulary
 
     assert vocabulary().scale_format_in(name) == fmt
 

@@ -174,7 +174,7 @@ def test_effort_knobs_pass_and_a_confined_candidate_reaches_the_verifier(exec_se
 
 
 def test_every_client_option_is_a_real_verifier_option():
-    from skill_server.client_policy import CLIENT_VERIFY_OPTIONS
+    from skill_server.policy.client_policy import CLIENT_VERIFY_OPTIONS
     from verifiers.options import VerifyOptions
 
     assert CLIENT_VERIFY_OPTIONS <= set(VerifyOptions.model_fields)

@@ -208,8 +208,8 @@ def fuzz_root(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def memory(fuzz_root):
-    from skill_server.mcp_app import ServerSettings, build_server
-    from skill_server.service import SkillService
+    from skill_server.mcp.app import ServerSettings, build_server
+    from skill_server.service.facade import SkillService
 
     service = SkillService(fuzz_root / "skills", ledger_path=fuzz_root / "ledger.sqlite")
     server = build_server(service, ServerSettings(allow_exec_tools=True, allow_write_tools=True, file_roots=(fuzz_root,)))

@@ -22,8 +22,8 @@ def test_consistency_rule_on_names():
 
 @pytest.fixture(scope="module")
 def runs():
-    from verifiers.metrics import output_metrics
-    from verifiers.parity import judge, output_eps, rules_from
+    from verifiers.judge.metrics import output_metrics
+    from verifiers.judge.parity import judge, output_eps, rules_from
 
     dims = dict(SMOKE_SHAPES[0])
     inputs = oracle.make_inputs(dims, 3)

@@ -140,8 +140,8 @@ def test_reduce_rejects_a_missing_or_spurious_scale():
 
 
 def test_both_arms_pass_the_problems_parity_rules():
-    from verifiers.metrics import output_metrics
-    from verifiers.parity import judge, output_eps, rules_from
+    from verifiers.judge.metrics import output_metrics
+    from verifiers.judge.parity import judge, output_eps, rules_from
 
     from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.problem import PARITY, SMOKE_SHAPES
 

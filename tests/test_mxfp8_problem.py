@@ -13,7 +13,7 @@ import torch
 
 from skill_kernels.fp8_common.layouts import preshuffle_b, shuffle_mxfp8_a_scale, shuffle_mxfp8_b_scale
 from skill_kernels.flydsl_mxfp8_8wave_gemm.problem import EXPECTED_PARITY_FAILURES, PROBLEM
-from verifiers.metrics import output_metrics
+from verifiers.judge.metrics import output_metrics
 from verifiers.problem import load_problem
 
 REPO = Path(__file__).resolve().parents[1]
@@ -97,7 +97,7 @@ def test_perturbations_keep_inputs_consistent_and_move_the_oracle():
 _TRITON_SCRIPT = """
 import json, sys
 from skill_kernels.flydsl_mxfp8_8wave_gemm.problem import PROBLEM
-from verifiers.metrics import output_metrics
+from verifiers.judge.metrics import output_metrics
 res = []
 for dims in PROBLEM.smoke_shapes:
     for label, make in (("seed0", lambda d: PROBLEM.make_inputs(d, 0, "cpu")),

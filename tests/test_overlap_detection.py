@@ -7,8 +7,8 @@ import json
 import pytest
 from ledger_support import BLOCKSCALE, MOE, MXFP8, SKILLS, make_project
 
-from skill_server.overlap import compare_op_names, regex_samples, shared_names
-from skill_server.service import ServiceError, SkillService
+from skill_server.matching.overlap import compare_op_names, regex_samples, shared_names
+from skill_server.service.facade import ServiceError, SkillService
 
 BLOCKSCALE_RX = "kernel_gemm_xdl.*blockscale|gemm_a8w8_blockscale"
 MXFP8_RX = "kernel_gemm_xdl.*blockscale|gemm_a8w8_blockscale|mxscale|mxfp8|gemm_a8w8_mx"
@@ -75,8 +75,8 @@ def test_different_evidence_values_separate_two_moe_cards(svc):
     assert report.duplicates == [] and report.overlaps == []
     assert f is None or (f.kind == "distinct" and "evidence" in f.separated_by[0])
     # the regex-less MoE card shares no hotspot name by signature, so only a clash shows
-    from skill_server.overlap import Subject, compare
-    from skill_server.cards import parse_card_text
+    from skill_server.matching.overlap import Subject, compare
+    from skill_server.cards.schema import parse_card_text
 
     finding = compare(Subject.of(parse_card_text(draft, "d").card), Subject.of(svc.card(MOE).card))
     assert finding.kind == "distinct" and finding.separated_by[0].startswith("evidence: evidence stage")
@@ -163,8 +163,7 @@ def test_a_duplicate_that_supersedes_its_twin_is_a_warning_to_retire_it(tmp_path
 
 
 def test_cli_overlap_exits_1_on_a_duplicate(tmp_path, capsys):
-    from skill_server.cli import main
-
+    from skill_server.cli.entry import main
     draft = tmp_path / "draft.md"
     draft.write_text(as_draft(MXFP8, "mxfp8_again"))
     assert main(["overlap", str(draft)]) == 1

@@ -13,7 +13,7 @@ import pytest
 
 import skill_kernels
 import skill_server
-from skill_server.ledger import default_ledger_path
+from skill_server.ledger.results import default_ledger_path
 from verifiers import locations
 
 REPO = Path(__file__).resolve().parents[1]

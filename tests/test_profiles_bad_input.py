@@ -355,8 +355,7 @@ def test_stdin_takes_bytes_and_bad_input_is_one_line(payload, needle, capsys, mo
     import io
     import sys
 
-    from skill_server.cli import main
-
+    from skill_server.cli.entry import main
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(payload())))
     rc = main(["match-profile", "-", "--gen", "gfx950", "--json"])
     out, err = capsys.readouterr()
@@ -370,8 +369,7 @@ def test_stdin_over_the_limit_is_not_read_whole(capsys, monkeypatch) -> None:
     import io
     import sys
 
-    from skill_server.cli import main
-
+    from skill_server.cli.entry import main
     stream = io.BytesIO(b"x" * 5000)
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(stream))
     assert main(["match-profile", "-", "--max-bytes", "1000"]) == 2

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from profile_support import cpu_ops, graft_kernels, kernel_trace_csv
-from skill_server.catalog import Catalog
-from skill_server.hotspot import GemmShape, Hotspot
-from skill_server.matching import match_hotspot
+from skill_server.cards.catalog import Catalog
+from skill_server.matching.hotspot import GemmShape, Hotspot
+from skill_server.matching.matcher import match_hotspot
 from skill_server.profiles import load_profile
 
 REPO = Path(__file__).resolve().parents[1]

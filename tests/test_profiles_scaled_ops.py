@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from profile_support import cpu_ops, graft_kernels
-from skill_server.hotspot import GemmShape
+from skill_server.matching.hotspot import GemmShape
 from skill_server.profiles import load_profile
-from skill_server.service import SkillService
+from skill_server.service.facade import SkillService
 from trace_readers.gemm_ops import op_gemm
 from trace_readers.records import OpCall
 

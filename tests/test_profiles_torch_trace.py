@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from skill_server.hotspot import GemmShape
+from skill_server.matching.hotspot import GemmShape
 from skill_server.profiles import ProfileError, ProfileSummary, load_profile
 
 FIXTURES = Path(__file__).parent / "fixtures" / "profiles"
@@ -262,8 +262,8 @@ def test_dtypes_outside_the_vocabulary_are_left_empty() -> None:
 
 
 def test_every_fixture_hotspot_is_accepted_by_the_matcher() -> None:
-    from skill_server.catalog import Catalog
-    from skill_server.matching import match_hotspot
+    from skill_server.cards.catalog import Catalog
+    from skill_server.matching.matcher import match_hotspot
 
     index = Catalog.load(Path(__file__).resolve().parents[1] / "skills").index
     for name in ("torch_rocm_trace.json", "rocprofv3_kernel_trace.csv", "rocprofv3_kernel_stats.csv"):
@@ -280,8 +280,8 @@ def test_scale_format_from_the_launching_ops_scale_tensors(rocm: ProfileSummary)
 
 
 def test_profile_evidence_lets_the_matcher_pick_the_blockscale_card(rocm: ProfileSummary) -> None:
-    from skill_server.catalog import Catalog
-    from skill_server.matching import match_hotspot
+    from skill_server.cards.catalog import Catalog
+    from skill_server.matching.matcher import match_hotspot
 
     index = Catalog.load(Path(__file__).resolve().parents[1] / "skills").index
     qkv = match_hotspot(find(rocm, CK, "aiter::gemm_a8w8_blockscale").hotspot, index)

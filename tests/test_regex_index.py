@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from skill_server.matching import CardIndex
-from skill_server.regex_literals import required_literals
+from skill_server.matching.matcher import CardIndex
+from skill_server.matching.regex_literals import required_literals
 
 FRAGS = ["gemm", "xdl", "blockscale", "a8w8", "moe", "moe2", "down_proj", "fp8", "mx", "v3", "kernel", "_", "stage"]
 PIECES = [".*", "_?", "?", "+", "[0-9]+", "(a|b)", "\\.", "\\d", "x{2}", "(?:cs|hs)huffle", "|"]
@@ -31,7 +31,7 @@ def random_name(rng: random.Random) -> str:
 
 class FakeCard:
     def __init__(self, pattern, alternatives=()):
-        from skill_server.cards import ProfileSignature
+        from skill_server.cards.schema import ProfileSignature
 
         from types import SimpleNamespace
 
@@ -89,11 +89,11 @@ def test_alternatives_are_indexed_like_the_main_signature():
 def test_each_pattern_runs_at_most_once_per_name_however_often_its_literal_occurs():
     """A 4 KB name repeating a card's key literal used to re-check the pattern at every hit
     (40 s for a 292 KB name); now literal checks and regex runs are once per pattern and name."""
-    from skill_server.hotspot import Hotspot
-    from skill_server.matching import Query, evaluate_card
-    from skill_server.vocabulary import vocabulary
+    from skill_server.matching.hotspot import Hotspot
+    from skill_server.matching.matcher import Query, evaluate_card
+    from skill_server.cards.vocabulary import vocabulary
 
-    from skill_server.cards import Card
+    from skill_server.cards.schema import Card
 
     # keyed on "kernel_gemm_xdl" / "kernel_gemm_xdl_": 255 hits each in the name below
     matching, failing = "kernel_gemm_xdl.*blockscale", "kernel_gemm_xdl_[0-9]+never"

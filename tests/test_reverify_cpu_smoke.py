@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from ledger_support import BLOCKSCALE, CPU, SKILLS
 
-from skill_server.fleet_task import cpu_smoke_settings
-from skill_server.ledger import PlatformInfo
-from skill_server.service import SkillService
+from skill_server.fleet.task import cpu_smoke_settings
+from skill_server.ledger.results import PlatformInfo
+from skill_server.service.facade import SkillService
 
 pytestmark = pytest.mark.slow
 

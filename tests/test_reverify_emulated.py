@@ -10,8 +10,8 @@ import json
 import pytest
 from ledger_support import CPU, MOE, SKILLS
 
-from skill_server.ledger import PlatformInfo
-from skill_server.service import SkillService
+from skill_server.ledger.results import PlatformInfo
+from skill_server.service.facade import SkillService
 from tests.emulator_support import require_flydsl_toolchain, require_llvm
 
 pytestmark = [pytest.mark.slow, pytest.mark.flydsl]

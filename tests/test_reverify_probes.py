@@ -9,12 +9,12 @@ import json
 import pytest
 from ledger_support import BLOCKSCALE, CPU, MOE, MXFP8, REPO, SKILLS
 
-from skill_server.cards import Prerequisite
-from skill_server.catalog import Catalog
+from skill_server.cards.schema import Prerequisite
+from skill_server.cards.catalog import Catalog
 from skill_kernels.probe_common import flydsl_checkout_kernels, flydsl_sources, search_flydsl
-from skill_server.ledger import PlatformInfo
-from skill_server.reverify_probes import ProbeContext, card_probes, check_prerequisite
-from skill_server.service import SkillService
+from skill_server.ledger.results import PlatformInfo
+from skill_server.reverify.probes import ProbeContext, card_probes, check_prerequisite
+from skill_server.service.facade import SkillService
 from verifiers.gfx950.env import toolchain_problem
 from verifiers.gfx950.gates import GateReport
 
@@ -254,8 +254,7 @@ def test_reverify_on_this_cpu_box_reports_what_holds_here(tmp_path):
 
 @needs_flydsl
 def test_cli_reverify_shows_progress_on_stderr_and_a_table(tmp_path, capsys):
-    from skill_server.cli import main
-
+    from skill_server.cli.entry import main
     code = main(["reverify", "--card", MOE, "--no-gates", "--ledger", str(tmp_path / "l.sqlite")])
     out = capsys.readouterr()
     assert code == 0

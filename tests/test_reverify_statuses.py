@@ -6,11 +6,11 @@ import pytest
 from ledger_support import (BLOCKSCALE, CPU, GFX950, H200, MOE, MXFP8, make_project, report_platform,
                             shape_report, verification_report)
 
-from skill_server.claims import worst
-from skill_server.ledger import PlatformInfo
-from skill_server.reverify_models import StageResult
-from skill_server.reverify_stages import decide
-from skill_server.service import SkillService
+from skill_server.reverify.claims import worst
+from skill_server.ledger.results import PlatformInfo
+from skill_server.reverify.models import StageResult
+from skill_server.reverify.stages import decide
+from skill_server.service.facade import SkillService
 from verifiers.gfx950.gates import GateReport, GateResult
 
 ALL_MET = {name: (lambda ctx: {"met": True, "detail": "present (test)"}) for name in

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.runtime_check import check_runtimes, check_this_process, loaded_runtimes
+from verifiers.hw.runtime_check import check_runtimes, check_this_process, loaded_runtimes
 
 
 def maps(*paths: str) -> str:
@@ -76,7 +76,7 @@ def test_a_real_process_that_loads_two_runtime_copies_is_caught(tmp_path):
     for c in copies:
         c.parent.mkdir()
         shutil.copy(src, c)
-    code = ("import ctypes, sys; from verifiers.runtime_check import check_this_process as c;"
+    code = ("import ctypes, sys; from verifiers.hw.runtime_check import check_this_process as c;"
             "print(c().ok); [ctypes.CDLL(p) for p in sys.argv[1:]]; print(c().problem)")
     out = subprocess.run([sys.executable, "-c", code, *map(str, copies)], capture_output=True, text=True, check=True)
     before, after = out.stdout.splitlines()

@@ -12,7 +12,7 @@ from verifier_support import (FIXTURES, HIDDEN_FILE, PARITY_ONLY, PROBLEM_FILE, 
                               verify_decided)
 
 from verifiers.api import resolve_shapes, verify
-from verifiers.cli_support import add_verify_arguments, run_verify_command
+from skill_server.cli.verify_support import add_verify_arguments, run_verify_command
 from verifiers.options import VerifyOptions
 from verifiers.problem import load_problem
 from verifiers.report import VerificationReport

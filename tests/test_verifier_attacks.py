@@ -170,7 +170,7 @@ def test_planted_bytecode_for_a_harness_module_fails_the_run_and_is_removed(monk
         assert "planted bytecode deleted" in changes and "stats" in changes
         assert not pyc.exists()
         # an ordinary import in a new process, and the next verification, see the real module
-        fresh = subprocess.run([sys.executable, "-c", "import verifiers.stats as s; print(s.decide(0.9, 1.1, 0.01))"],
+        fresh = subprocess.run([sys.executable, "-c", "import verifiers.judge.stats as s; print(s.decide(0.9, 1.1, 0.01))"],
                                capture_output=True, text=True, cwd=REPO, timeout=120)
         assert fresh.stdout.strip() == "NO_DIFFERENCE", fresh.stderr
         assert run("constant_zero", **PARITY_ONLY).verdict == "FAIL"
@@ -187,7 +187,7 @@ def test_emptying_the_traces_only_empties_its_own():
 
 
 def test_the_servers_secrets_never_reach_an_arms_environment(monkeypatch):
-    """Arms start from an allow-listed environment (verifiers.arm_env): the server's token,
+    """Arms start from an allow-listed environment (verifiers.arms.env): the server's token,
     its database URL and any other credential in its environment are not in the arm's
     ``os.environ`` nor in its initial environment block (/proc/self/environ)."""
     planted = {"SKILL_SERVER_TOKEN": "planted-token-1", "SKILL_SERVER_LEDGER": "postgresql://u:planted-pass-2@h/db",
@@ -203,7 +203,7 @@ def test_the_servers_secrets_never_reach_an_arms_environment(monkeypatch):
 
 
 def test_the_operator_can_hand_an_arm_one_more_variable():
-    from verifiers.arm_env import arm_environment
+    from verifiers.arms.env import arm_environment
 
     env = {"PATH": "/bin", "MY_KERNEL_FLAG": "1", "MY_KERNEL_TOKEN": "t", "HIP_VISIBLE_DEVICES": "0",
            "HIP_AUTH_TOKEN": "x", "SKILL_SERVER_LEDGER": "postgresql://x", "SKILL_SERVER_SANDBOX": "off",

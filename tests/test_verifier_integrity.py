@@ -11,7 +11,11 @@ from pathlib import Path
 import pytest
 from verifier_support import PARITY_ONLY, PROBLEM_FILE, candidate, verifier_processes
 
-from verifiers import bytecode, channel, files, judge_launch, runner
+from verifiers.launch import bytecode
+from verifiers.ipc import channel
+from verifiers.launch import files
+from verifiers.launch import judge_launch
+from verifiers.launch import runner
 from verifiers.api import verify
 from verifiers.options import VerifyOptions
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 from verifier_support import PROBLEM_FILE, LocalJudge, failures
 
-from verifiers import parity, tensors
+from verifiers.judge import parity
+from verifiers.judge import tensors
 from verifiers.problem import ParitySpec, load_problem
 
 PROBLEM = load_problem(PROBLEM_FILE)
@@ -173,7 +174,7 @@ def test_precision_downgrade_on_bf16_outputs_fails_the_relative_l2_rule():
     from skill_kernels.flydsl_fp8_blockscale_gemm.problem import PROBLEM as BLOCKSCALE
     from skill_kernels.flydsl_fp8_blockscale_gemm.quant import dequantize_activations, dequantize_weights
 
-    from verifiers.metrics import output_metrics
+    from verifiers.judge.metrics import output_metrics
 
     dims = {"M": 256, "N": 384, "K": 768}
     x = BLOCKSCALE.make_inputs(dims, 0, "cpu")

@@ -7,7 +7,7 @@ import sys
 import time
 
 from verifier_support import FIXTURES, PARITY_ONLY
-from verifiers import runner
+from verifiers.launch import runner
 from verifiers.api import verify
 from verifiers.options import VerifyOptions
 

@@ -1,4 +1,4 @@
-"""The arm sandbox (verifiers/sandbox.py): a candidate cannot reach the server's secrets,
+"""The arm sandbox (verifiers/arms/sandbox.py): a candidate cannot reach the server's secrets,
 files, other runs' caches, the network or the judge.
 
 Real processes: a real zygote forks arms with the judge's own policy builder, and the
@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from verifiers import sandbox
-from verifiers.arm_handle import ArmFailure, ArmHandle, Zygote
-from verifiers.shared import allocate
+from verifiers.arms import sandbox
+from verifiers.arms.handle import ArmFailure, ArmHandle, Zygote
+from verifiers.ipc.shared_buffers import allocate
 
 from verifier_support import FIXTURES, PARITY_ONLY, PROBLEM_FILE, candidate
 
@@ -235,7 +235,7 @@ def test_a_verified_ledger_record_keeps_what_confined_the_run(tmp_path):
 
     from ledger_support import BLOCKSCALE, GFX950, make_project, report_platform, shape_report, verification_report
 
-    from skill_server.service import SkillService
+    from skill_server.service.facade import SkillService
 
     svc = SkillService(make_project(tmp_path), check_interval=0.0, ledger_path=tmp_path / "var" / "ledger.sqlite")
     rep = verification_report(BLOCKSCALE, [shape_report("4096x2048x7168", 1.3, baseline="ck_blockscale")],
@@ -249,8 +249,8 @@ def test_a_verified_ledger_record_keeps_what_confined_the_run(tmp_path):
 
 
 def test_the_cli_and_the_server_take_the_require_sandbox_setting():
-    from skill_server.cli import build_parser
-    from verifiers.cli_support import options_from_args
+    from skill_server.cli.entry import build_parser
+    from skill_server.cli.verify_support import options_from_args
 
     parser = build_parser()
     args = parser.parse_args(["verify", "card", "--candidate", "x.py:build", "--require-sandbox"])
@@ -261,7 +261,8 @@ def test_the_cli_and_the_server_take_the_require_sandbox_setting():
 CONFINED_IMPORT = r"""
 import os, subprocess, sys
 from pathlib import Path
-from verifiers import landlock, locations
+from verifiers import locations
+from verifiers.arms import landlock
 version, why = landlock.abi()
 if why:
     print("SKIP", why); sys.exit(0)
@@ -273,7 +274,7 @@ grant = [(str(locations.CODE_ROOT / "verifiers"), landlock.READ_EXEC), (sys.base
          ("/etc", landlock.READ), ("/proc", landlock.READ), ("/dev/null", landlock.READ)]
 landlock.restrict(version, [(p, r) for p, r in grant if os.path.exists(p)])
 for label, path in (("checkout", str(locations.CODE_ROOT)), ("links", locations.child_pythonpath(None, links))):
-    got = subprocess.run([sys.executable, "-S", "-c", "import verifiers.stats; print(verifiers.__file__)"],
+    got = subprocess.run([sys.executable, "-S", "-c", "import verifiers.judge.stats; print(verifiers.__file__)"],
                          env={"PYTHONPATH": path, "PATH": os.environ.get("PATH", "")}, capture_output=True, text=True)
     print(label, got.returncode, (got.stdout or got.stderr).strip().splitlines()[-1:])
 """

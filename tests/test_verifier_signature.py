@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.kernel_trace import from_chrome_trace, from_rocprofv3_csv, normalise_name
+from verifiers.judge.kernel_trace import from_chrome_trace, from_rocprofv3_csv, normalise_name
 from verifiers.problem import SegmentSpec, SignatureSpec
-from verifiers.segment import score_segment, segment_speedup
-from verifiers.signature import check_signature
+from verifiers.judge.segment import score_segment, segment_speedup
+from verifiers.judge.signature import check_signature
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FLUSH = SegmentSpec().flush_pattern
@@ -164,7 +164,7 @@ SETUP_KERNELS = (
 
 
 def rocprof_run_csv(iterations: int, gemm: str, reduce: str, warmup: int = 3) -> str:
-    """The kernel trace rocprofv3 writes for ``python -m verifiers.rocprof_run``: input set-up,
+    """The kernel trace rocprofv3 writes for ``python -m verifiers.arms.rocprof_run``: input set-up,
     a poison fill, a host-to-device copy, warm-up calls, then marker + call per iteration."""
     rows, t, n = [], 1_143_263_119_836_160, 0
 
@@ -235,7 +235,7 @@ def test_the_scale_tag_rule_runs_in_the_signature_stage():
     from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.problem import PROBLEM as MOE
 
     from verifiers.options import VerifyOptions
-    from verifiers.profiling import candidate_signature, judge_traces
+    from verifiers.judge.profiling import candidate_signature, judge_traces
 
     base = from_chrome_trace(gpu_trace([("moe2_gemm_bf16.kd", 800.0, 7), ("moe_reduce_inbf16.kd", 300.0, 7)]))
     good = from_chrome_trace(gpu_trace([("moe2_gemm_pf8_s3a378034", 800.0, 7), ("moe_reduce_infp8_s3a378034", 150.0, 7)]))
@@ -252,7 +252,7 @@ def test_a_baseline_whose_signature_cannot_be_observed_is_an_error_on_every_plat
     from skill_kernels.flydsl_fp8_blockscale_gemm.problem import PROBLEM as BLOCKSCALE
 
     from verifiers.options import VerifyOptions
-    from verifiers.profiling import candidate_signature, judge_traces
+    from verifiers.judge.profiling import candidate_signature, judge_traces
 
     aten_only = from_chrome_trace(gpu_trace([("aten::mm", 500.0, 7)]))
     arm = BLOCKSCALE.arm("cublas_blockscale")

@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 from verifier_support import PROBLEM_FILE, fast_options
 
-from verifiers import bounds, stats
+from verifiers.hw import bounds
+from verifiers.judge import stats
 from verifiers.api import verify
 from verifiers.problem import load_problem
 
@@ -71,7 +72,7 @@ def test_a_hard_drift_fails_an_undecided_run_unless_its_calls_sit_at_the_timer_f
     """No verdict (here: the A/A's clocks disagreed) leaves no verdict to buy, but a baseline
     four times slower with the candidate resident is named anyway; at the timer floor the
     drift is a ratio of two overheads and only noted. ``fails`` None: a small drift, noted."""
-    from verifiers.timing import Comparison, TimingResult, TimingStage
+    from verifiers.judge.timing import Comparison, TimingResult, TimingStage
 
     slow = 4.0 if fails is not None else 1.2
     result = TimingResult(status="PASS", timer_floor_ms=floor_ms, solo_baseline_ms=solo_ms, noise_floor=0.05,
@@ -136,7 +137,7 @@ def test_speedup_beyond_the_physical_bound_is_flagged():
 
 def test_the_judges_preparation_is_compared_across_arms_in_the_chained_protocol():
     """The same preparation work for every arm: one stretched by the arm's device work is named."""
-    from verifiers.timing import PREP_GAP_MS, prep_gap
+    from verifiers.judge.timing import PREP_GAP_MS, prep_gap
 
     assert prep_gap("A/B", 0.120, 0.125, "candidate x") is None  # within the bound
     assert prep_gap("A/B", 0.120, 0.100, "candidate x") is None  # faster is not a violation

@@ -18,12 +18,12 @@ OPTIONS = {"timing": False, "seeds": [0]}
 
 def _cli(*args, ledger=None, record=True):
     where = (["--ledger", str(ledger)] if ledger else []) + ([] if ledger and record else ["--no-record"])
-    return subprocess.run([sys.executable, "-m", "skill_server.cli", "verify", "flydsl_fp8_blockscale_gemm", *args,
+    return subprocess.run([sys.executable, "-m", "skill_server.cli.entry", "verify", "flydsl_fp8_blockscale_gemm", *args,
                            *where], capture_output=True, text=True, timeout=300)
 
 
 def test_cli_verify_passes_an_exact_arm_and_fails_the_e8m0_trap(tmp_path):
-    from skill_server.ledger import Ledger
+    from skill_server.ledger.results import Ledger
 
     ledger = tmp_path / "l.sqlite"
     ok = _cli("--candidate", "arm:torch_dequant", "--baseline", "torch_dequant", "--json", "--report",
@@ -33,7 +33,7 @@ def test_cli_verify_passes_an_exact_arm_and_fails_the_e8m0_trap(tmp_path):
     assert report["card_id"] == "flydsl_fp8_blockscale_gemm" and report["stages"]["parity"]["status"] == "PASS"
     assert not ledger.exists()  # --no-record: nothing stored (the signed report is in ok.json)
     # timing was off, so there is nothing timed to record: a clear refusal, nothing written
-    rec = subprocess.run([sys.executable, "-m", "skill_server.cli", "record", "--from-report", str(tmp_path / "ok.json"),
+    rec = subprocess.run([sys.executable, "-m", "skill_server.cli.entry", "record", "--from-report", str(tmp_path / "ok.json"),
                           "--ledger", str(ledger)], capture_output=True, text=True, timeout=120)
     assert rec.returncode == 2 and "no result to record" in rec.stderr and "INCONCLUSIVE" in rec.stderr
     bad = _cli("--candidate", "arm:e8m0_scaled", "--baseline", "torch_dequant", "--report",
@@ -43,7 +43,7 @@ def test_cli_verify_passes_an_exact_arm_and_fails_the_e8m0_trap(tmp_path):
     assert r.verdict == "FAIL" and r.evidence.level == "verified" and r.candidate.name == "e8m0_scaled"
     envelope = json.loads((tmp_path / "r.json").read_text())
     assert envelope["digest"] == r.evidence.report_digest and envelope["signature"]["value"]
-    again = subprocess.run([sys.executable, "-m", "skill_server.cli", "record", "--from-report", str(tmp_path / "r.json"),
+    again = subprocess.run([sys.executable, "-m", "skill_server.cli.entry", "record", "--from-report", str(tmp_path / "r.json"),
                             "--ledger", str(ledger)], capture_output=True, text=True, timeout=120)
     assert again.returncode == 2 and "already recorded" in again.stderr
 

@@ -1,7 +1,7 @@
 """Helpers for the verifier's tests.
 
 ``LocalJudge`` runs the judge's parity stage in the test process against real arm
-processes forked by a real zygote (the same code ``verifiers.judge`` runs, without the
+processes forked by a real zygote (the same code ``verifiers.judge.process`` runs, without the
 judge's process start-up per case), so the many parity cheats cost a fork each.
 ``verify_fixture`` runs the whole pipeline (runner, judge process, arms) on the CPU
 fixture problem with options sized for a loaded two-core box.
@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from verifiers import parity
-from verifiers.arm_handle import ArmHandle, Zygote
-from verifiers.device import Flusher, open_device
+from verifiers.judge import parity
+from verifiers.arms.handle import ArmHandle, Zygote
+from verifiers.hw.device import Flusher, open_device
 from verifiers.options import VerifyOptions
 from verifiers.problem import Problem, load_problem
-from verifiers.session import Arm, Session
+from verifiers.judge.session import Arm, Session
 
 if TYPE_CHECKING:
     from verifiers.report import VerificationReport
@@ -117,8 +117,8 @@ def verifier_processes() -> list[str]:
     """Command lines of live processes started by this checkout's verifier (judge, zygote, its
     forks: they keep the judge's command line, which names the checkout), so verifications of
     another checkout running on the same box are not counted."""
-    from verifiers.judge_launch import template_pids
-    from verifiers.runner import REPO_ROOT
+    from verifiers.launch.judge_launch import template_pids
+    from verifiers.launch.runner import REPO_ROOT
 
     out = []
     templates = {str(p) for p in template_pids()}  # warm, holding no job: the judges they fork count
@@ -129,6 +129,6 @@ def verifier_processes() -> list[str]:
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if ("verifiers.judge" in cmd or "verifiers.zygote" in cmd) and str(REPO_ROOT) in cmd.split():
+        if ("verifiers.judge.process" in cmd or "verifiers.arms.zygote" in cmd) and str(REPO_ROOT) in cmd.split():
             out.append(f"{entry.name}: {cmd[:160]}")
     return out

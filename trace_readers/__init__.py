@@ -27,7 +27,7 @@ workgroup size where recorded) and, for torch traces, ``launch``
 segment scope instance, ``ranges`` = every ``record_function`` name around the launch,
 outermost first).
 
-For the verifier (``verifiers/kernel_trace.py`` reads every trace through these readers):
+For the verifier (``verifiers/judge/kernel_trace.py`` reads every trace through these readers):
 ``read_trace(path, format="rocprofv3_kernel_trace")`` gives the KERNEL_DISPATCH rows of a
 kernel trace (timestamps in ns; ``stream`` is Stream_Id, ``queue`` Queue_Id); for a
 torch trace, ``d.launch.ranges`` holds ``verifier::call::<i>`` / ``verifier::flush::<i>``

@@ -1,6 +1,6 @@
 """Public entry point: ``verify(problem, candidate, ...) -> VerificationReport``.
 
-Runs one judge process for the whole verification (``verifiers.runner``): every visible
+Runs one judge process for the whole verification (``verifiers.launch.runner``): every visible
 shape in turn, the problem's hidden shapes' parity cases interleaved with the first
 one's. The calling process never imports torch or the candidate. A candidate file that
 does not exist, does not parse, or visibly lacks the function FAILs here at once; one that
@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from verifiers.candidate import CandidateSpec, parse_candidate
+from verifiers.arms.candidate import CandidateSpec, parse_candidate
 from verifiers.options import VerifyOptions
 from verifiers.problem import EMULATED_PLATFORM, Problem, for_platform, is_problem_path, load_problem
 from verifiers.provenance import git_state, host_and_time
@@ -25,7 +25,7 @@ from verifiers.report import (
     overall_verdict,
     plot_rounds,
 )
-from verifiers.runner import failed_report, run_judge
+from verifiers.launch.runner import failed_report, run_judge
 
 __all__ = ["VerifyOptions", "VerificationReport", "verify", "resolve_shapes"]
 

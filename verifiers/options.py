@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from verifiers.timing import TimingConfig
+from verifiers.judge.timing import TimingConfig
 
 
 class VerifyOptions(BaseModel):

@@ -148,7 +148,7 @@ class Provenance(BaseModel):
     time_utc: str = ""
     harness_digest: str | None = None
     sandbox: str | None = Field(None, description="what confined the arms: 'landlock ABI 7: fs, net, scope' "
-                                                  "or 'unavailable: <why>' (verifiers.sandbox)")
+                                                  "or 'unavailable: <why>' (verifiers.arms.sandbox)")
 
     def platform_info(self) -> PlatformInfo | None:
         """The platform this report ran on, or None when the report names none."""

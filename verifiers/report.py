@@ -13,12 +13,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from verifiers.bounds import PhysicalBound
-from verifiers.parity import ParityResult
+from verifiers.hw.bounds import PhysicalBound
+from verifiers.judge.parity import ParityResult
 from verifiers.provenance import Provenance
-from verifiers.segment import SegmentScore
-from verifiers.signature import SignatureCheck
-from verifiers.timing import TimingResult
+from verifiers.judge.segment import SegmentScore
+from verifiers.judge.signature import SignatureCheck
+from verifiers.judge.timing import TimingResult
 
 SCHEMA_VERSION = 1
 Status = Literal["PASS", "FAIL", "SKIPPED", "ERROR"]

@@ -44,7 +44,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from verifiers.amd_caches import KNOWN as AMD_LAYOUTS
+from verifiers.hw.amd_caches import KNOWN as AMD_LAYOUTS
 
 ShapeClass = Literal["wide_n", "k_light", "narrow_n_deep_k", "generic"]
 TwinPlatform = Literal["cuda", "rocm", "cpu"]

@@ -18,10 +18,10 @@ from trace_readers import Profile, TraceReadError, aggregate, read_trace
 from trace_readers.read import paused_gc
 from trace_readers.kernel_names import demangle, short_name
 
-from skill_server.hotspot import MAX_NAME_CHARS, MAX_SEGMENT_KERNELS, GemmShape, Hotspot
+from skill_server.matching.hotspot import MAX_NAME_CHARS, MAX_SEGMENT_KERNELS, GemmShape, Hotspot
 from skill_server.profiles.models import KernelResources, KernelVariant, LaunchOp, ProfiledHotspot, ProfileSummary
 from skill_server.profiles.moe_stages import infer_stages
-from skill_server.vocabulary import Vocabulary, vocabulary
+from skill_server.cards.vocabulary import Vocabulary, vocabulary
 
 ProfileError = TraceReadError
 _GFX = re.compile(r"\bgfx[0-9a-f]{3,4}\b", re.IGNORECASE)

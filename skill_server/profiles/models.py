@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from skill_server.hotspot import GemmShape, Hotspot
+from skill_server.matching.hotspot import GemmShape, Hotspot
 
 ProfileFormat = Literal["rocprofv3_kernel_trace", "rocprofv3_kernel_stats", "rocprofv3_json", "rocpd", "torch_trace"]
 PROFILE_FORMATS: tuple[str, ...] = ("rocprofv3_kernel_trace", "rocprofv3_kernel_stats", "rocprofv3_json", "rocpd",

@@ -23,7 +23,7 @@ from trace_readers import Trace
 from trace_readers.aggregate import sequences
 from trace_readers.kernel_names import short_name
 
-from skill_server.vocabulary import Vocabulary
+from skill_server.cards.vocabulary import Vocabulary
 
 _ORDINAL = {1: "1st", 2: "2nd"}
 

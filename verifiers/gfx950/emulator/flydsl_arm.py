@@ -8,7 +8,7 @@
   emulated arm ``name`` of ``kernels/<folder>/gfx950_targets.py`` (``EMULATED_ARMS``),
   i.e. what a verifier platform ``gfx950-emulated`` runs in place of the ROCm arm.
 * ``run_emulated_parity(folder, name, seed)``: the problem's inputs at the arm's dims,
-  the arm on the emulator, the problem's oracle and parity rules (``verifiers.parity``),
+  the arm on the emulator, the problem's oracle and parity rules (``verifiers.judge.parity``),
   a CPU baseline arm for the relative rules; returns ``EmulatedParity``.
 """
 from __future__ import annotations
@@ -122,8 +122,8 @@ class EmulatedParity(BaseModel):
 def run_emulated_parity(folder: str, name: str, seed: int = 0) -> EmulatedParity:
     import torch
 
-    from verifiers.metrics import output_metrics
-    from verifiers.parity import judge, output_eps, rules_from
+    from verifiers.judge.metrics import output_metrics
+    from verifiers.judge.parity import judge, output_eps, rules_from
     from verifiers.problem import load_problem
 
     problem = load_problem(folder)

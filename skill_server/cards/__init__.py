@@ -1,0 +1,1 @@
+"""Cards: the SKILL.md schema, the loaded catalog, shapes, vocabulary and lint."""

@@ -1,0 +1,1 @@
+"""The ``skill-server`` command line: one module per command group."""

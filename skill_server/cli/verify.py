@@ -1,0 +1,108 @@
+"""Verification commands: check-kernel (static gfx950 gates, no GPU) and verify (on-box
+parity and A/B through the verifier subprocess; the result is recorded in the ledger as
+``verified`` unless ``--no-record``)."""
+from __future__ import annotations
+
+import argparse
+
+from skill_server.cli.common import handles_errors, service_from
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("check-kernel",
+                       help="compile a card's FlyDSL kernels for gfx950 (no GPU needed) and run the static gates")
+    p.add_argument("card", help="card id (its kernels live in kernels/<verifier.problem>/)")
+    p.add_argument("--target", help="one compile target (default: all of the card's targets)")
+    p.add_argument("--negative", action="store_true", help="also run the deliberately wrong NEGATIVE_TARGETS")
+    p.add_argument("--no-cache", action="store_true", help="recompile even when a cached result is valid")
+    p.add_argument("--emulate", action="store_true",
+                   help="also run the card's FlyDSL arms on the gfx950 emulator (CPU) against the problem's oracle")
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_check_kernel)
+
+    from skill_server.cli.verify_support import add_verify_arguments
+
+    p = sub.add_parser("verify", help="verify a rewrite on this box: parity, runtime signature, interleaved A/B")
+    p.add_argument("card", help="card id; its verifier binding names the problem")
+    add_verify_arguments(p)
+    p.add_argument("--no-record", action="store_true", help="do not store the result in the ledger")
+    p.add_argument("--by", help="who records (default: $SKILL_SERVER_USER or the login name)")
+    p.add_argument("--ledger", metavar="PATH", default=argparse.SUPPRESS,
+                   help="ledger file (default: $SKILL_SERVER_LEDGER, else <project>/var/ledger.sqlite)")
+    p.set_defaults(handler=cmd_verify)
+
+
+def kernel_folder(args, card_id: str) -> str:
+    """The kernels folder a card binds to (its verifier problem), else the card id."""
+    parsed = service_from(args).card(card_id)
+    return parsed.card.verifier.problem if parsed.card.verifier else parsed.card.id
+
+
+@handles_errors
+def cmd_verify(args) -> int:
+    # exit codes: 0 ran and correct, 1 FAIL, 2 bad input, 3 ERROR (the harness could not decide, or the
+    # box cannot run it: the doctor's line says what is missing)
+    import sys
+    from pathlib import Path
+
+    from pydantic import ValidationError
+
+    from skill_server.cli.verify_support import EXIT_USAGE, ProgressDisplay, exit_code, options_from_args
+
+    from skill_server.cli.common import emit_json
+
+    from skill_server.doctor.preflight import refusal_for_verify_args
+
+    svc = service_from(args)
+    refusal = refusal_for_verify_args(args)  # a box that cannot run it refuses with the doctor's line
+    if refusal:
+        print(f"skill-server verify: refused on this box (`skill-server doctor` for the full report):\n{refusal}",
+              file=sys.stderr)
+        return 3
+    try:
+        options = options_from_args(args)
+    except (ValueError, ValidationError) as exc:
+        print(f"skill-server verify: error: invalid verify options: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    display = None if args.quiet else ProgressDisplay()
+    try:
+        outcome = svc.verify(args.card, args.candidate, baseline=args.baseline, shapes=args.shapes, options=options,
+                             progress=display, record=not args.no_record,
+                             recorded_by=f"{args.by} (verify)" if args.by else None)
+    finally:
+        if display:
+            display.close()
+    report = outcome.report
+    if args.report:  # the envelope record --from-report takes back (signed: this server's own run)
+        signed = (svc.get_report(outcome.report_id).envelope_json if outcome.recorded is not None
+                  else svc.signed_envelope(report).model_dump_json())
+        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.report).write_text(signed)
+    if args.json:
+        emit_json(report)
+    else:
+        print(report.summary())
+        if report.plot_path:
+            print(f"plot: {report.plot_path}")
+        if outcome.recorded is not None:
+            r = outcome.recorded
+            print(f"recorded {len(r.ids)} result(s) as {r.level} (ids {', '.join(map(str, r.ids))}); "
+                  f"report {outcome.report_id}" + (f"; not recorded: {'; '.join(r.skipped)}" if r.skipped else ""))
+        else:
+            print(f"not recorded (--no-record); report {outcome.report_id}")
+    return exit_code(report.verdict)
+
+
+@handles_errors
+def cmd_check_kernel(args) -> int:
+    # exit codes: 0 every gate as promised, 1 a gate failed, 2 unknown card/target, 3 skipped (no toolchain)
+    from verifiers.gfx950.report import check_kernel_command
+
+    folder = kernel_folder(args, args.card)
+    kwargs = dict(as_json=args.json, include_negative=args.negative, use_cache=not args.no_cache, verbose=args.verbose)
+    if args.emulate:  # gates, then the FlyDSL arms on the gfx950 emulator (emulated parity)
+        from verifiers.gfx950.emulator.cli import check_kernel_and_emulate
+
+        return check_kernel_and_emulate(folder, args.target, **kwargs)
+    return check_kernel_command(folder, args.target, **kwargs)

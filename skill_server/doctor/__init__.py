@@ -1,0 +1,1 @@
+"""``skill-server doctor``: what a first run on this box needs, checked."""

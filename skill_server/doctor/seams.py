@@ -1,0 +1,186 @@
+"""Every call ``skill-server doctor`` makes into the verifier, the toolchain finder and the
+kernels, in one place.
+
+The doctor measures with the verifier's own parts (its device, timer, flush, profiler path
+and signature gate), so what it reports is what a verification on this box will see. Those
+modules are being reworked on other branches (a judge/arm-process verifier, a per-session
+timer floor, ROCm ``.kd`` name normalisation); when they move, this adapter is the only file
+that changes. Each function imports what it needs when called: importing this module costs
+nothing, and a box without torch can still run the checks that do not need it.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from verifiers.hw.device import Device
+    from verifiers.gfx950.env import Linker
+    from verifiers.judge.kernel_trace import KernelRecord
+    from verifiers.hw.runtime_check import RuntimeCheck
+    from verifiers.judge.signature import SignatureCheck
+
+MIB = 1 << 20
+
+
+# ------------------------------------------------------------------ device, timer, flush
+def open_device(choice: str = "auto") -> "Device":
+    from verifiers.hw.device import open_device as _open
+
+    return _open(choice)
+
+
+def flush_rule_bytes(platform: str, llc_bytes: int, arch: str | None = None) -> int:
+    """What the verifier's flush writes by default on a device of ``platform`` whose reported
+    last-level cache is ``llc_bytes`` (its own rule, asked without opening a device)."""
+    from verifiers.hw.device import Device
+
+    return Device(torch_device=None, platform=platform, name="", llc_bytes=llc_bytes,  # type: ignore[arg-type]
+                  properties={"gcnArchName": arch or ""}).default_flush_bytes()
+
+
+def make_flusher(device: "Device", nbytes: int | None = None) -> Any:
+    from verifiers.hw.device import Flusher
+
+    return Flusher(device, nbytes)
+
+
+def time_calls(device: "Device", fn: Callable[[], Any], calls: int,
+               before: Callable[[], Any] | None = None) -> tuple[list[float], list[float]]:
+    """Time ``calls`` calls of ``fn`` through the verifier's ``CallTimer`` (device events ending
+    after a device-wide synchronise on a GPU, the process CPU time on CPU), with ``before``
+    run untimed ahead of each call. Returns (timed ms, host wall ms)."""
+    from verifiers.hw.device import CallTimer
+
+    timer = CallTimer(device, calls)
+    for _ in range(calls):
+        if before is not None:
+            before()
+            device.sync()
+        timer.time_call(fn)
+    return timer.results_ms()
+
+
+def timer_description(device: "Device") -> str:
+    if device.is_gpu:
+        return "device events (end recorded after a device-wide synchronise), as the verifier times calls"
+    return f"host {device.cpu_timer} (the verifier's CPU timer)"
+
+
+# ------------------------------------------------------------- profiler and signature gate
+def default_flush_pattern() -> str:
+    from verifiers.problem import SegmentSpec
+
+    return SegmentSpec().flush_pattern
+
+
+def profile_records(launches: Sequence[Callable[[], None]], device: "Device", flusher: Any,
+                    calls: int = 3) -> list["KernelRecord"]:
+    """Profile ``calls`` calls the way an arm process does for the signature stage: each call in
+    its ``verifier::call::<i>`` range and nothing else in the trace. In a verification the judge
+    flushes from its own process, so the arm's trace never holds a flush: here the flush runs
+    once before the profiler starts (a flush kernel inside the trace would count as work
+    outside every call window)."""
+    import tempfile
+    from pathlib import Path
+
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from verifiers.judge.kernel_trace import CALL_PREFIX, from_chrome_trace
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.is_gpu else [])
+    flusher.flush()
+    device.sync()
+    with profile(activities=activities) as prof:
+        for i in range(calls):
+            with record_function(f"{CALL_PREFIX}{i}"):
+                launches[i % len(launches)]()
+            device.sync()
+    with tempfile.TemporaryDirectory(prefix="doctor-trace-") as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        return from_chrome_trace(path, cpu=not device.is_gpu)
+
+
+def signature_gate(records: Sequence["KernelRecord"], required: Sequence[str], launches_per_iter: int | None,
+                   arm: str, flush_pattern: str | None = None) -> "SignatureCheck":
+    """The verifier's runtime-signature gate on ``records`` (its name handling included)."""
+    from verifiers.problem import SignatureSpec
+    from verifiers.judge.signature import check_signature
+
+    spec = SignatureSpec(required=tuple(required), launches_per_iter=launches_per_iter)
+    return check_signature(records, spec, arm, flush_pattern or default_flush_pattern())
+
+
+def kernel_record(name: str, window: str | None, iteration: int | None, start_us: float = 0.0,
+                  dur_us: float = 1.0) -> "KernelRecord":
+    from verifiers.judge.kernel_trace import KernelRecord
+
+    return KernelRecord(name=name, start_us=start_us, dur_us=dur_us, window=window, iteration=iteration)
+
+
+# ------------------------------------------------------------------------ toolchain, runtimes
+def find_linker() -> "Linker":
+    """:func:`verifiers.gfx950.env.find_linker` (raises ToolchainMissing with its one line)."""
+    from verifiers.gfx950.env import find_linker as _find
+
+    return _find()
+
+
+def toolchain_missing_error() -> type[Exception]:
+    from verifiers.gfx950.env import ToolchainMissing
+
+    return ToolchainMissing
+
+
+def rocm_trees() -> list[Any]:
+    """The ROCm trees the linker search looks in ($ROCM_PATH, then /opt/rocm), and the linker's
+    path inside one."""
+    from verifiers.gfx950.env import rocm_roots
+
+    return rocm_roots()
+
+
+def rocm_linker_relpath() -> Any:
+    from verifiers.gfx950.env import ROCM_LLD
+
+    return ROCM_LLD
+
+
+def runtimes_in_this_process() -> "RuntimeCheck":
+    from verifiers.hw.runtime_check import check_this_process
+
+    return check_this_process()
+
+
+# ------------------------------------------------------------------------------ kernels
+def known_amd_cache(arch: str | None) -> Any:
+    """The full cache layout of a known AMD arch (L2 per XCD, XCDs, MALL) as the twin models
+    it, or None (the table itself: verifiers/hw/amd_caches.py)."""
+    from skill_kernels.flydsl_fp8_blockscale_gemm.twin_configs import KNOWN_AMD_CACHES
+
+    return KNOWN_AMD_CACHES.get((arch or "").split(":")[0])
+
+
+def ck_blockscale_shapes() -> list[dict[str, int]]:
+    """The block-scale card's timed shapes (the CK baseline runs these)."""
+    from skill_kernels.flydsl_fp8_blockscale_gemm.problem import SHAPES
+
+    return [dict(s) for s in SHAPES]
+
+
+def ck_blockscale_dispatch(aiter: Any, shape: dict[str, int]) -> tuple[str, str | None, bool]:
+    """(kernel instance, aiter module, module built) that production dispatch picks for ``shape``."""
+    import torch
+
+    from skill_kernels.flydsl_fp8_blockscale_gemm import ck_baseline as ck
+
+    row = ck.tuned_row_for(aiter, shape["M"], shape["N"], shape["K"], torch.device("cuda"))
+    dispatch = ck.choose_dispatch(row, ck._takes(getattr(aiter, ck.PUBLIC_ENTRY, None), "out"))
+    return dispatch.kernel_instance, dispatch.module, ck.module_built(dispatch.module)
+
+
+def ck_prepare_command(shapes: Sequence[dict[str, int]]) -> str:
+    from skill_kernels.flydsl_fp8_blockscale_gemm.ck_baseline import PREPARE_COMMAND
+
+    return PREPARE_COMMAND + "".join(f" --shape {s['M']}x{s['N']}x{s['K']}" for s in shapes)

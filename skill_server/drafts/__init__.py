@@ -1,0 +1,1 @@
+"""Drafted cards: ledger records -> a card skeleton a person finishes and promotes."""

@@ -1,0 +1,1 @@
+"""Fleet re-verification on Ray: one task per card and platform, recorded by the driver."""

@@ -1,0 +1,1 @@
+"""The results ledger: records with evidence levels, backends (SQLite, PostgreSQL), signing, export."""

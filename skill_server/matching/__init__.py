@@ -1,0 +1,1 @@
+"""Matching: a hotspot -> ranked card matches, each criterion with its reason; card overlap."""

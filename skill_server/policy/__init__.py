@@ -1,0 +1,1 @@
+"""What a client may ask: tool gating by transport and token, and file confinement."""

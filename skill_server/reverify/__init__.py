@@ -1,0 +1,1 @@
+"""Re-verification: check each card's claims on this box (prerequisites, gates, verifier)."""

@@ -1,0 +1,1 @@
+"""The service layer every adapter (MCP tools, CLI) calls."""

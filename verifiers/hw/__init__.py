@@ -1,0 +1,1 @@
+"""The device under test: platform, synchronisation, caches, neighbours, physical bounds."""

@@ -1,0 +1,1 @@
+"""How the judge, the arms and the caller talk: framed messages, the result channel, shared buffers."""

@@ -1,0 +1,1 @@
+"""The judge process: inputs, oracle, parity, interleaved timing, signatures, verdict."""

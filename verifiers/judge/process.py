@@ -1,0 +1,726 @@
+"""The judge process: inputs, oracle, comparisons, statistics, verdict and report.
+
+    python -I -X pycache_prefix=<fresh dir> -c "...verifiers.launch.judge_start.fresh()" <repo root>
+
+or forked from a warm template (``verifiers.launch.judge_start``), started by ``verifiers.launch.runner``,
+which writes a preamble and then ``{"key": ..., "job": ..., "env": ...}`` on its stdin.
+The judge loads the harness, torch and the problem (inputs, oracle; never an arm's code,
+never the candidate), makes itself a child subreaper, and starts the arm processes
+(``verifiers.arms.process``), each with a fresh bytecode prefix:
+
+1. baseline A (and, when timing, a second baseline A'), both trusted: their loaded
+   source files join the file manifest the caller re-hashes after the run;
+2. a short-lived *probe* imports the candidate and checks the function exists (bad input
+   FAILs in seconds), and must be gone before anything is timed;
+3. per visible shape: the baseline's parity references (every case, hidden shapes'
+   cases included), then A's warm-up, timer floor and the A/A control -- all while no
+   candidate process exists; then a fresh candidate process C: its parity cases
+   (hidden ones interleaved), the A/B rounds, then profiling of A and C (last, so no
+   process is timed after it ran the profiler); then C exits.
+
+Nothing in an arm's argv or environment says which case is hidden or what the secret
+seed is: the arms get buffers and ``build`` / ``call`` commands, nothing else. The
+results go back on the authenticated channel (``verifiers.ipc.channel``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from verifiers.ipc import channel
+from verifiers.launch import files
+from verifiers.launch import procwatch
+from verifiers.problem import EMULATED_PLATFORM as EMULATED
+from verifiers.report import HIDDEN_ONLY_STAGES, STAGES, Flag, ShapeReport, StageResult, shape_verdict
+
+#: why timing, signature and segment do not run on the gfx950-emulated platform
+EMULATED_NO_TIMING = "emulated: no timing"
+
+REPO_ROOT = Path(__file__).resolve().parents[2]  # the folder holding verifiers/
+SANDBOX_HINT = "SKILL_SERVER_REQUIRE_SANDBOX=1 or --require-sandbox"
+
+
+class JudgeJob(BaseModel):
+    problem: str
+    candidate: str
+    baseline: str | None = None
+    shapes: list[str]
+    options: dict[str, Any] = Field(default_factory=dict)
+    sys_path: list[str] = Field(default_factory=list)
+    cwd: str | None = None
+    work_dir: str  # the caller's temporary folder for this run (removed by the caller)
+    secrets: list[str] = Field(default_factory=list)  # folders no arm may read (``sandbox.secret_paths``)
+
+
+class Progress:
+    def __init__(self, writer: channel.Writer, total: int) -> None:
+        self.writer, self.done, self.total = writer, 0, total
+
+    def step(self, message: str, advance: int = 1) -> None:
+        self.done = min(self.done + advance, self.total)
+        self.writer.send("progress", {"done": self.done, "total": self.total, "message": message})
+
+    def note(self, message: str) -> None:
+        self.step(message, 0)
+
+
+class Judge:
+    def __init__(self, job: JudgeJob, writer: channel.Writer, zygote: Any = None) -> None:
+        self.job, self.writer = job, writer
+        self.forked_zygote = zygote  # forked by ``main`` before the job was read; set up in ``run``
+        self.reports: dict[str, ShapeReport] = {}
+        self.arms: list[Any] = []
+        self.tmp = Path(job.work_dir)
+        self.handles: list[Any] = []
+
+    # -- helpers ---------------------------------------------------------------------
+    def stage(self, label: str, name: str, status: str, reason: str, seconds: float = 0.0) -> None:
+        self.reports[label].stages[name] = StageResult(name=name, status=status, reason=reason[:4000], seconds=seconds)
+
+    def flag(self, label: str, code: str, severity: str, message: str) -> None:
+        self.reports[label].flags.append(Flag(code=code, severity=severity, message=message[:2000], shape=label))
+
+    def skip_rest(self, labels: list[str], reason: str, stages: tuple[str, ...] = ("parity", "signature", "segment", "timing")) -> None:
+        for label in labels:
+            for name in stages:
+                if self.reports[label].stages[name].status == "SKIPPED":
+                    self.stage(label, name, "SKIPPED", reason)
+
+    def prefix_copy(self, source: Path) -> Path:
+        """A private bytecode prefix for one process: hard links to a trusted prefix's files
+        (a process that compiles something new writes a new file, never through a link)."""
+        target = Path(tempfile.mkdtemp(prefix="verifier-pycache-", dir=self.tmp))
+        if source.is_dir():
+            for path in source.rglob("*.pyc"):
+                dst = target / path.relative_to(source)
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.link(path, dst)
+                except OSError:
+                    try:
+                        dst.write_bytes(path.read_bytes())
+                    except OSError:
+                        pass
+        return target
+
+    def spawn(self, label: str, role: str, trusted: bool, template: Path | None) -> Any:
+        """Fork an arm process from the zygote (torch is loaded there already) with a fresh
+        bytecode prefix (empty, or links to ``template``); ``greet`` gives it its code."""
+        from verifiers.arms.handle import ArmFailure, ArmHandle
+        from verifiers.judge.session import Arm, Blame
+
+        prefix = (self.prefix_copy(template) if template is not None
+                  else Path(tempfile.mkdtemp(prefix="verifier-pycache-", dir=self.tmp)))
+        policy = self._sandbox_policy(role, trusted, prefix)
+        try:
+            handle = ArmHandle(label, role, self.zygote, prefix, write_bytecode=trusted,
+                               timeout_s=self.job.options.get("load_timeout_s", 300.0), sandbox=policy.model_dump())
+        except ArmFailure as exc:
+            raise Blame(f"the arm process could not be started: {exc}", None, candidate=False) from None
+        self._sandboxed(handle, policy.required)
+        arm = Arm(handle, label, trusted, prefix=prefix)
+        self.arms.append(arm)
+        self.handles.append(handle)
+        return arm
+
+    def _sandbox_policy(self, role: str, trusted: bool, prefix: Path) -> Any:
+        """The allow-list of one arm (``verifiers.arms.sandbox``): its own scratch folder, the code
+        it needs, nothing of the state folder, the caller's caches or the other arms."""
+        from verifiers.arms import sandbox
+
+        scratch = Path(tempfile.mkdtemp(prefix=f"arm-{role}-", dir=self.tmp))
+        code = {p.parent for p in files.problem_sources(self.job.problem)}
+        target = self.job.candidate.rpartition(":")[0]
+        if not trusted and target.endswith(".py"):
+            code.add(Path(target).expanduser().resolve().parent)
+        gpu = role != "probe" and bool(getattr(self, "device", None) is not None and self.device.is_gpu)
+        return sandbox.arm_policy(role, scratch, prefix, trusted, sorted(code), self.job.sys_path, gpu,
+                                  self.job.secrets + [str(self.tmp)], self.require_sandbox)
+
+    def _sandboxed(self, handle: Any, required: bool) -> None:
+        """Keep what confined the arm; an unconfined arm is refused when the operator says so."""
+        from verifiers.arms.sandbox import SandboxStatus
+        from verifiers.judge.session import Blame
+
+        status = SandboxStatus.model_validate(handle.sandbox or {"reason": "the arm reported no sandbox"})
+        if not status.active and self.sandbox.active:
+            self.sandbox = status
+        if required and not status.active:
+            handle.kill()
+            raise Blame(f"{handle.label}: a sandbox is required ({SANDBOX_HINT}) and the arm could not be "
+                        f"confined: {status.reason}", None, candidate=False)
+
+    def greet(self, arm: Any, role: str, builder: dict[str, Any], profile: bool) -> Any:
+        from verifiers.arms.handle import ArmFailure
+        from verifiers.judge.session import Blame
+
+        self.watch.add(arm)
+        device = "cpu" if role == "probe" else str(self.device.torch_device)  # a probe only imports
+        hello = {"op": "hello", "role": role, "sys_path": self.job.sys_path, "problem": self.job.problem,
+                 "builder": builder, "device": device, "profile": profile, "cpu_threads": self.options.cpu_threads}
+        try:
+            reply = arm.handle.request(hello, timeout_s=self.options.load_timeout_s)
+        except ArmFailure as exc:
+            raise Blame(str(exc), arm) from None
+        arm.files = [f for f in reply.get("files", []) if isinstance(f, str)][:20000] if arm.trusted else []
+        return arm
+
+    def start_arm(self, label: str, role: str, trusted: bool, builder: dict[str, Any], profile: bool) -> Any:
+        return self.greet(self.spawn(label, role, trusted, self.template), role, builder, profile)
+
+    # -- the run ---------------------------------------------------------------------
+    def run(self) -> list[ShapeReport]:
+        from verifiers.arms import sandbox
+
+        t_start = time.perf_counter()
+        job = self.job
+        self.sandbox = sandbox.support()
+        self.require_sandbox = bool(job.options.get("require_sandbox")) or sandbox.required()
+        self.labels = list(job.shapes)
+        for label in self.labels:
+            self.reports[label] = ShapeReport(shape=label)
+        for name in STAGES:
+            for label in self.labels:
+                self.stage(label, name, "SKIPPED", "not reached")
+        self.progress = Progress(self.writer, 10)
+        self.progress.note("judge: loading the harness, torch and the problem")
+        # the zygote imports torch while the judge does; it forks every arm process later
+        from verifiers.arms.env import arm_environment
+        from verifiers.arms.handle import Zygote
+
+        self.template = Path(sys.pycache_prefix or self.tmp)
+        self.initial_bytecode = {str(p.relative_to(self.template)) for p in self.template.rglob("*.pyc")}
+        # the profiler's first use is warmed in the zygote only where it cannot touch a GPU
+        # driver (a forked child of a process that initialised CUDA/HIP cannot use it)
+        cpu_only = not sandbox.may_use_gpu(str(job.options.get("device", "auto")))
+        warm = bool(job.options.get("profile", True)) and cpu_only
+        if self.require_sandbox and not self.sandbox.active:
+            for label in self.labels:
+                self.stage(label, "load", "ERROR", f"a sandbox is required ({SANDBOX_HINT}) and none is available "
+                                                   f"here: {self.sandbox.reason}; no arm was started")
+            if self.forked_zygote is not None:
+                self.forked_zygote.close()
+            return self._finish(t_start)
+        triton = cpu_only and _mentions_triton(job)
+        if self.forked_zygote is not None:
+            self.zygote = self.forked_zygote
+            self.zygote.setup(self.prefix_copy(self.template), warm, triton, job.sys_path, job.cwd,
+                              arm_environment(cpu=cpu_only))
+        else:
+            self.zygote = Zygote(self.prefix_copy(self.template), warm, triton, job.sys_path, job.cwd, cpu=cpu_only)
+        try:
+            self._load()
+        except Exception as exc:
+            for label in self.labels:
+                self.stage(label, "load", "ERROR", f"{type(exc).__name__}: {exc}")
+            for arm in self.arms:
+                arm.handle.kill()
+            self.zygote.close()
+            return self._finish(t_start)
+        try:
+            self._verify()
+        except Exception as exc:  # a harness bug: report it, never pass
+            tb = traceback.format_exc()[-3000:]
+            for label, report in self.reports.items():
+                self.flag(label, "harness_error", "fail", f"{type(exc).__name__}: {exc}")
+                current = next((n for n in STAGES if report.stages[n].reason == "not reached"), "load")
+                self.stage(label, current, "ERROR", tb)
+            self.skip_rest(list(self.reports), "harness error in an earlier stage")
+        finally:
+            for arm in list(self.arms):
+                arm.handle.close()
+            self.zygote.close()
+        return self._finish(t_start)
+
+    def _load(self) -> None:
+        import torch
+
+        from verifiers.arms.candidate import parse_candidate
+        from verifiers.hw.device import Flusher, measure_copy_bandwidth, open_device, set_cpu_threads
+        from verifiers.hw.neighbours import NeighbourWatch
+        from verifiers.options import VerifyOptions
+        from verifiers.judge.parity import rules_from
+        from verifiers.problem import for_platform, load_problem
+        from verifiers.provenance import Provenance, runtime_versions
+        from verifiers.judge.session import TreeWatch
+
+        job = self.job
+        self.options = opts = VerifyOptions.model_validate(job.options)
+        self.device = device = open_device(opts.device)
+        # gfx950-emulated: the emulation-sized shapes and the lean parity plan; parity only
+        self.problem = problem = for_platform(load_problem(job.problem), device.platform)
+        self.no_timing = EMULATED_NO_TIMING if device.platform == EMULATED else None
+        self.timed = opts.timing and self.no_timing is None
+        if not device.is_gpu:
+            set_cpu_threads(opts.cpu_threads)
+        self.base_arm = self._pick_baseline(problem, job.baseline, device.platform)
+        self.spec = parse_candidate(job.candidate)
+        self.is_aa = self.spec.kind == "arm" and self.spec.target == self.base_arm.name
+        self.rules = rules_from(problem.parity, opts.strict_min_cosine, opts.max_error_ratio,
+                                opts.determinism_atol, opts.determinism_rtol)
+        self.flusher = Flusher(device, opts.flush_bytes)
+        self.watch = TreeWatch(os.getpid(), self.zygote.pid)
+        props = device.properties
+        self.neighbours = NeighbourWatch.open(device.platform, props.get("index"), props.get("uuid"))
+        self.rng = random.Random(int.from_bytes(os.urandom(16), "little"))
+        self.secret = (int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF) if opts.secret_seed else None
+        self.seeds = list(opts.seeds if opts.seeds is not None else problem.parity.seeds)
+        self.hidden = [(f"hidden-{i + 1}", dict(d)) for i, d in enumerate(problem.hidden_shapes)] if opts.hidden_shapes else []
+        for label, _ in self.hidden:
+            self.reports[label] = ShapeReport(shape=label, hidden=True)
+            for name in STAGES:
+                self.stage(label, name, "SKIPPED", "not reached")
+        self.dims = {label: problem.parse_shape(label) for label in self.labels}
+        self.dims.update(dict(self.hidden))
+        prov = Provenance(device_name=device.name, platform=device.platform, device_properties=device.properties,
+                          **runtime_versions())
+        prov.harness_digest = files.combined_digest(files.digest_files(files.harness_sources()))
+        for label, report in self.reports.items():
+            report.provenance = prov
+            report.baseline_arm = self.base_arm.name
+            report.dims = None if report.hidden else dict(self.dims[label])
+        bw = opts.peak_bandwidth_gbs * 1e9 if opts.peak_bandwidth_gbs else None
+        self.bandwidth, self.bw_source = (bw, "declared") if bw else (None, "none")
+        if bw is None and self.timed:
+            self.bandwidth, self.bw_source = measure_copy_bandwidth(device), "measured"
+        n_cases = len(self.seeds) + (1 if self.secret is not None else 0) + len(problem.perturbations)
+        per_shape = 2 + (len(self.hidden) * n_cases) // max(len(self.labels), 1) + n_cases + (2 if opts.profile else 0) \
+            + (4 if opts.timing else 0)
+        self.progress.total = 3 + per_shape * len(self.labels)
+        torch.manual_seed(0)
+
+    @staticmethod
+    def _pick_baseline(problem: Any, name: str | None, platform: str) -> Any:
+        if platform == EMULATED:  # a CPU arm stands in for the baseline (the relative parity rules)
+            name, platform = name or problem.emulation.baseline, "cpu"
+        if name:
+            arm = problem.arm(name)
+            if platform not in arm.platforms:
+                raise ValueError(f"baseline arm {name!r} runs on {list(arm.platforms)}, not on {platform}")
+            return arm
+        for arm in problem.arms.values():
+            if arm.role == "baseline" and platform in arm.platforms:
+                return arm
+        raise ValueError(f"problem {problem.name!r} has no baseline arm for {platform}; "
+                         f"arms: {[(a.name, a.role, list(a.platforms)) for a in problem.arms.values()]}")
+
+    def _manifest(self, extra: list[str]) -> None:
+        """Every source file the trusted processes rely on, hashed before any candidate runs."""
+        loaded = {str(Path(m.__file__).resolve()) for m in list(sys.modules.values())
+                  if isinstance(getattr(m, "__file__", None), str) and m.__file__.endswith(".py")}
+        paths = set(map(str, files.harness_sources() + files.problem_sources(self.job.problem))) | loaded | set(extra)
+        self.writer.send("manifest", {"files": files.digest_files(paths)})
+
+    def _bytecode(self, prefixes: list[Path]) -> None:
+        """Digests of the bytecode trusted processes compiled this run (files the caller's
+        cache did not already hold), taken before any candidate process exists."""
+        import hashlib
+
+        out = []
+        for prefix in prefixes:
+            if not prefix.is_dir():
+                continue
+            digests = {}
+            for path in prefix.rglob("*.pyc"):
+                rel = str(path.relative_to(prefix))
+                if rel not in self.initial_bytecode and path.is_file():
+                    digests[rel] = hashlib.blake2b(path.read_bytes(), digest_size=20).hexdigest()
+            out.append({"dir": str(prefix), "digests": digests})
+        self.writer.send("bytecode", {"prefixes": out})
+
+    def _verify(self) -> None:
+        from verifiers.judge.session import Blame
+
+        opts = self.options
+        base_builder = {"kind": "arm", "target": self.base_arm.name, "function": None}
+        name = self.base_arm.name
+        if not self._prepare_arms():
+            return
+        try:
+            self.zygote.wait_ready(opts.load_timeout_s)
+            self.a = self.spawn(f"baseline {name} (A)", "baseline", True, self.zygote.prefix)
+            self.greet(self.a, "baseline", base_builder, opts.profile)
+        except (Blame, Exception) as exc:
+            reason = exc.reason if isinstance(exc, Blame) else f"{type(exc).__name__}: {exc}"
+            for label in self.reports:
+                self.stage(label, "load", "ERROR", f"the baseline arm could not be loaded: {reason}")
+            self.skip_rest(list(self.reports), "the baseline arm could not be loaded")
+            return
+        self._manifest(list(self.a.files))
+        self._bytecode([Path(sys.pycache_prefix or ""), self.zygote.prefix, self.a.prefix])
+        # later arms start from A's prefix: candidates from links to it (they can only hurt
+        # themselves), the second baseline from a copy checked against digests taken now
+        from verifiers.launch.bytecode import tree_digests
+
+        self.a_prefix_digests = tree_digests(self.a.prefix)
+        self.template = self.prefix_copy(self.a.prefix)
+        self.zygote.seal()
+        self.a.handle.suspend()
+        # from here on bytecode is compiled in memory: nothing a candidate writes can be read
+        sys.pycache_prefix = tempfile.mkdtemp(prefix="verifier-empty-pycache-", dir=self.tmp)
+        sys.dont_write_bytecode = True
+        self.writer.send("candidate", {"started": True})
+        failure = None
+        if self.timed:  # the candidate proper may start only once the baseline was timed alone
+            self.progress.step("probing the candidate")
+            failure = self._probe()
+        if failure is not None:
+            for label in self.reports:
+                self.stage(label, "load", "FAIL", failure)
+            self.skip_rest(list(self.reports), "the candidate could not be loaded")
+            self._integrity_all()
+            return
+        # the second baseline process (A/A) loads the files A loaded, into a prefix created now
+        self.a2 = None
+        if self.timed:
+            try:
+                from verifiers.launch.bytecode import verified_copy
+
+                self.a2 = self.spawn(f"baseline {name} (A')", "baseline", True,
+                                     verified_copy(self.a.prefix, self.a_prefix_digests, self.tmp))
+                self.greet(self.a2, "baseline", base_builder, False)
+                self.a2.handle.suspend()
+            except Blame as exc:
+                for label in self.reports:
+                    self.stage(label, "timing", "ERROR", f"the second baseline process could not be loaded: {exc.reason}")
+        hidden_labels = [lbl for lbl, _ in self.hidden]
+        for i, label in enumerate(self.labels):
+            self._shape(label, hidden_labels if i == 0 else [])
+        for label in hidden_labels:
+            for name in HIDDEN_ONLY_STAGES:
+                self.stage(label, name, "SKIPPED", "hidden shape: parity only")
+        self._integrity_all()
+
+    def _prepare_arms(self) -> bool:
+        """Run the ``prepare`` step of the problem's arms in this run (the baseline, and the
+        candidate when it is one of the problem's arms), before any arm process exists. The
+        caller's time limit pauses meanwhile (the ``preparing`` messages). False: it failed and
+        every shape says so."""
+        arms = [self.base_arm]
+        own = self.problem.arms.get(self.spec.target) if self.spec.kind == "arm" else None
+        if own is not None and own.name != self.base_arm.name:  # (an emulated-only arm has no prepare)
+            arms.append(own)
+        shapes = [dict(d) for d in self.dims.values()]
+        for arm in arms:
+            if not arm.prepare:
+                continue
+            t0 = time.monotonic()
+            self.writer.send("preparing", {"active": True})
+            try:
+                fn = self.problem.resolve_builder(arm.prepare)
+                done = fn(shapes, lambda line: self.progress.note(f"preparing {arm.name}: {str(line)[:200]}"))
+            except Exception as exc:
+                for label in self.reports:
+                    self.stage(label, "load", "ERROR", f"preparing arm {arm.name} failed: {type(exc).__name__}: {exc}")
+                self.skip_rest(list(self.reports), f"arm {arm.name} could not be prepared")
+                return False
+            finally:
+                self.writer.send("preparing", {"active": False})
+            for label, report in self.reports.items():
+                report.prepared.extend(f"{arm.name}: {line}" for line in (done or [])[:20])
+            self.progress.note(f"prepared {arm.name} in {time.monotonic() - t0:.0f} s")
+        return True
+
+    def _builder(self) -> dict[str, Any]:
+        s = self.spec
+        target = s.target
+        if s.kind == "file":
+            target = str(Path(target).expanduser().resolve())
+        kind = s.kind
+        if s.kind == "arm" and self.device.platform == EMULATED:
+            from verifiers.gfx950.emulator.verifier_arms import builder_kind
+
+            kind = builder_kind(self.problem.name, s.target, self.problem.arms)
+        return {"kind": kind, "target": target, "function": s.function}
+
+    def _probe(self) -> str | None:
+        from verifiers.judge.session import Blame
+
+        try:
+            arm = self.start_arm(f"candidate {self.spec.label} (probe)", "probe", False, self._builder(), False)
+        except Blame as exc:
+            return exc.reason
+        arm.handle._gone(10.0)
+        self.watch.close(arm)
+        self.arms.remove(arm)
+        for blame in self.watch.check():
+            return f"while importing the candidate: {blame.reason}"
+        return None
+
+    def _integrity_all(self) -> None:
+        for label, report in self.reports.items():
+            if report.stages["integrity"].status == "SKIPPED":
+                report.integrity_changes = list(dict.fromkeys(report.integrity_changes))
+                if report.integrity_changes:
+                    self.stage(label, "integrity", "FAIL", "; ".join(report.integrity_changes[:8]))
+                else:
+                    self.stage(label, "integrity", "PASS",
+                               "no process started by an arm; the caller re-hashes every file the judge relied on")
+
+    # -- one visible shape ------------------------------------------------------------
+    def _shape(self, label: str, hidden_labels: list[str]) -> None:
+        import torch
+
+        from verifiers.judge.parity import baseline_ref, candidate_case, plan_for, summarize
+        from verifiers.judge.session import Blame, Session
+
+        opts = self.options
+        deadline = time.monotonic() + opts.time_limit_s
+        sessions = {lbl: Session(self.problem, self.dims[lbl], self.device, self.flusher, opts, self.rng, deadline)
+                    for lbl in [label] + hidden_labels}
+        gen = torch.Generator().manual_seed(self.rng.getrandbits(63))
+        plans = plan_for(self.problem, [label] + hidden_labels, self.seeds, self.secret, self.rng)
+        t = time.perf_counter()
+        self.progress.step(f"{label}: baseline references for {len(plans)} parity cases (no candidate process)")
+        refs = {p.key: baseline_ref(sessions[p.label], self.a, p, self.rules) for p in plans}
+        solo = None
+        timing_stage = None
+        if self.timed and self.a2 is not None and any(r.error is None for r in refs.values()):
+            from verifiers.judge.timing import TimingStage
+
+            timing_stage = TimingStage(sessions[label], opts.timing_config(), self.rules, self.watch, self.neighbours,
+                                       gen, self._our_pids, lambda m: self.progress.note(f"{label}: {m}"))
+            self.progress.step(f"{label}: baseline alone: warm-up, timer floor, A/A control")
+            try:
+                solo = timing_stage.solo(self.a, self.a2)
+            except Blame as exc:
+                self.stage(label, "timing", exc.status, f"before the candidate started: {exc.reason}")
+        for blame in self.watch.check():
+            self.reports[label].integrity_changes.append(blame.reason)
+        # -- the candidate
+        self.progress.step(f"{label}: starting the candidate")
+        try:
+            cand = self.start_arm(f"candidate {self.spec.label}", "candidate", False, self._builder(), opts.profile)
+        except Blame as exc:
+            for lbl in [label] + hidden_labels:
+                self.stage(lbl, "load", "FAIL", exc.reason)
+            self.skip_rest([label] + hidden_labels, "the candidate could not be loaded")
+            return
+        for lbl in [label] + hidden_labels:
+            self.stage(lbl, "load", "PASS", f"problem {self.problem.name}, baseline arm {self.base_arm.name}, "
+                                            f"candidate {self.spec.label} (own process)")
+        try:
+            self._candidate_phase(label, hidden_labels, sessions, plans, refs, cand, solo, timing_stage, gen, t)
+        finally:
+            for blame in self.watch.check():
+                self.reports[label].integrity_changes.append(blame.reason)
+            self.watch.close(cand)
+            self.arms.remove(cand)
+            for blame in self.watch.check():
+                self.reports[label].integrity_changes.append(blame.reason)
+            if solo is not None:
+                for t_arm in (solo.a, solo.a2):
+                    for bound in t_arm.sets:
+                        sessions[label].release(bound)
+            if self.device.is_gpu:
+                torch.cuda.ipc_collect()
+
+    def _candidate_phase(self, label, hidden_labels, sessions, plans, refs, cand, solo, timing_stage, gen, t) -> None:
+        from verifiers.judge.parity import candidate_case, summarize
+        from verifiers.judge.session import Blame
+
+        opts = self.options
+        cases: dict[str, list] = {lbl: [] for lbl in [label] + hidden_labels}
+        for p in plans:
+            self.progress.step(f"parity case {len(sum(cases.values(), [])) + 1}/{len(plans)}")
+            cases[p.label].append(candidate_case(sessions[p.label], cand, p, refs[p.key], self.rules, opts.settle_ms / 1e3))
+        for blame in self.watch.check():
+            self.reports[label].integrity_changes.append(blame.reason)
+        if len(self.seeds) < 4 and self.no_timing is None:
+            self.flag(label, "few_seeds", "warn", f"{len(self.seeds)} visible parity seeds (at least 4 recommended)")
+        elif len(self.seeds) < 4:  # the emulated platform's lean plan (Problem.emulation), by design
+            self.flag(label, "few_seeds", "info", f"{len(self.seeds)} visible parity seed(s) and the secret one: "
+                                                  "the emulated platform's lean parity plan")
+        for lbl, items in cases.items():
+            result = summarize(items, self.rules)
+            self.reports[lbl].parity = result
+            self.reports[lbl].secret_seed = self.secret
+            self.stage(lbl, "parity", result.status, result.reason, time.perf_counter() - t)
+            for case in items:
+                for note in case.notes:
+                    self.flag(lbl, "baseline_parity" if "baseline arm itself" in note else "contract_note", "warn", note)
+        parity_ok = self.reports[label].stages["parity"].status == "PASS"
+        if self.reports[label].integrity_changes:
+            self.skip_rest([label], "an arm started a process", ("signature", "segment", "timing"))
+            return
+        if self.no_timing is not None:  # e.g. the emulator: parity is all this platform can show
+            self.skip_rest([label], self.no_timing, ("signature", "segment", "timing"))
+            self.flag(label, "parity_only", "info", f"{self.device.platform}: parity only; {self.no_timing}")
+            return
+        if not opts.timing:
+            self.stage(label, "timing", "SKIPPED", "timing disabled (VerifyOptions.timing=False)")
+        elif not parity_ok and not opts.time_failed_parity:
+            self.stage(label, "timing", "SKIPPED", "parity did not pass (a fast wrong kernel scores 0)")
+        elif solo is None or timing_stage is None:
+            if self.reports[label].stages["timing"].status == "SKIPPED":
+                self.stage(label, "timing", "ERROR", "the baseline's solo phase did not complete")
+        else:
+            self._timing(label, timing_stage, solo, cand)
+        # profiling comes last: no arm is timed after it ran the profiler (on the H200 the
+        # baseline's calls ran 3-38 % slower, and noisier, once CUPTI had been loaded in its process)
+        if not opts.profile:
+            self.skip_rest([label], "profiling disabled (VerifyOptions.profile=False)", ("signature", "segment"))
+        elif not parity_ok and not opts.time_failed_parity:
+            self.skip_rest([label], "parity did not pass", ("signature", "segment"))
+        elif self.reports[label].integrity_changes:
+            self.skip_rest([label], "an arm started a process", ("signature", "segment"))
+        else:
+            self._profile(label, sessions[label], cand, gen)
+
+    def _profile(self, label: str, session: Any, cand: Any, gen: Any) -> None:
+        from verifiers.judge.profiling import candidate_signature, judge_traces, profile
+        from verifiers.judge.session import Blame
+
+        t = time.perf_counter()
+        self.progress.step(f"{label}: profiling both arms (outside the timed loop)")
+        opts = self.options
+        try:  # the arm not being profiled is suspended
+            cand.handle.suspend()
+            base_records = profile(session, self.a, opts.profile_calls, self.rules.rtol, self.rules.atol, gen)
+            self.a.handle.suspend()
+            cand_records = profile(session, cand, opts.profile_calls, self.rules.rtol, self.rules.atol, gen)
+        except Blame as exc:
+            self.stage(label, "signature", exc.status, exc.reason, time.perf_counter() - t)
+            self.stage(label, "segment", "SKIPPED", "profiling failed")
+            return
+        finally:
+            if self.a.handle.alive:
+                self.a.handle.suspend()
+        spec = candidate_signature(self.problem, opts, self.base_arm, self.spec.target if self.spec.kind == "arm" else None,
+                                   self.is_aa)
+        out = judge_traces(self.problem, opts, self.base_arm, spec, base_records, cand_records, self.spec.label)
+        report = self.reports[label]
+        report.signature, report.segment, report.segment_speedup = out.checks, out.segments, out.segment_speedup
+        self.stage(label, "signature", out.signature_status, out.signature_reason, time.perf_counter() - t)
+        self.stage(label, "segment", out.segment_status, out.segment_reason, time.perf_counter() - t)
+
+    def _timing(self, label: str, stage: Any, solo: Any, cand: Any) -> None:
+        from verifiers.hw import bounds
+        from verifiers.judge.session import Blame
+
+        t = time.perf_counter()
+        opts = self.options
+        self.progress.step(f"{label}: A/B rounds")
+        try:
+            result = stage.versus(solo, cand, f"candidate {self.spec.label}")
+        except Blame as exc:
+            result = solo.result.model_copy(update={"status": exc.status, "reason": exc.reason})
+        if result.status == "PASS" and result.ab is not None and result.ab.median_b_ms is not None:
+            bound = bounds.physical_bound(self.problem, self.dims[label],
+                                          opts.peak_tflops * 1e12 if opts.peak_tflops else None,
+                                          self.bandwidth, self.bw_source, opts.bound_margin)
+            bound = bounds.check(bound, result.ab.median_b_ms - (result.timer_floor_ms or 0.0))
+            if bound.status == "impossible" and self.flusher.nbytes < self.flusher.required_bytes:
+                self.flag(label, "physical_bound", "warn", bound.message + " (flush below 2x LLC: not enforced)")
+            elif bound.status == "impossible":
+                result.failures.append(bound.message)
+                result.status, result.reason = "FAIL", bound.message
+                self.flag(label, "physical_bound", "fail", bound.message)
+            elif bound.status == "below_bound":
+                self.flag(label, "physical_bound", "warn", bound.message)
+            result.bound = bound
+            self.reports[label].bound = bound
+        self.reports[label].timing = result
+        for note in result.notes:
+            self.flag(label, "timing_note", "warn", note)
+        for n in result.neighbours:
+            self.flag(label, "gpu_neighbour", "warn", f"another process held a context on the device: {n}")
+        self.stage(label, "timing", result.status, result.reason, time.perf_counter() - t)
+
+    def _our_pids(self) -> set[int]:
+        return {os.getpid()} | {a.handle.pid for a in self.arms if a.handle.alive}
+
+    def _finish(self, t_start: float) -> list[ShapeReport]:
+        out = []
+        text = self.sandbox.text()
+        about = getattr(getattr(self, "a", None), "about", None) or {}
+        for report in self.reports.values():
+            if about:
+                report.baseline_instance = "; ".join(f"{k}: {v}" for k, v in sorted(about.items()))
+            if report.provenance is not None:
+                report.provenance.sandbox = text
+            if not self.sandbox.active and self.handles:
+                self.flag(report.shape, "sandbox", "warn",
+                          f"the arms ran without a sandbox ({text}): the candidate could read the server's state "
+                          f"and write files as this user; {SANDBOX_HINT} refuses such runs")
+            report.seconds = time.perf_counter() - t_start
+            report.log_tail = "\n".join(f"[{h.label}] {line}" for h in self.handles for line in h.log)[-6000:]
+            report.verdict = shape_verdict(report.stages, report.timing)
+            out.append(report)
+        return out
+
+
+def _mentions_triton(job: JudgeJob) -> bool:
+    """Whether the zygote should load triton for the arms (only a start-up cost question)."""
+    from verifiers.launch import files
+
+    paths = files.problem_sources(job.problem)
+    target = job.candidate.rpartition(":")[0]
+    if target.endswith(".py"):
+        paths.append(Path(target))
+    for path in paths[:200]:
+        try:
+            if "triton" in path.read_text(errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _terminate(_signum: int, _frame: Any) -> None:
+    """Asked to stop (the caller's time limit): take every descendant down, then exit."""
+    me = os.getpid()
+    procwatch.kill_tree([p.pid for p in procwatch.descendants(me)])
+    os._exit(143)
+
+
+def main() -> int:
+    """The judge, once ``verifiers.launch.judge_start`` read the preamble: fork the zygote while
+    this process holds nothing of the job, then read the envelope (key, job, environment)."""
+    from verifiers.arms.handle import Zygote
+
+    zygote = Zygote.fork_here()
+    try:
+        envelope = json.loads(sys.stdin.readline())
+        key = str(envelope["key"])
+        job = JudgeJob.model_validate(envelope["job"])
+        env = {str(k): str(v) for k, v in dict(envelope.get("env") or {}).items()}
+    except Exception as exc:
+        print(f"judge: unreadable job: {exc}", file=sys.stderr)
+        zygote.close()
+        return 2
+    sys.stdin.close()
+    os.environ.clear()  # the caller's environment, for the judge only: the zygote has the arm allow-list
+    os.environ.update(env)
+    tempfile.tempdir = None  # a forked judge would keep the template's TMPDIR choice
+    writer = channel.Writer(key)
+    procwatch.become_subreaper()
+    if os.geteuid() != 0:  # as root it would change nothing: root may ptrace any process
+        procwatch.make_undumpable()
+    signal.signal(signal.SIGTERM, _terminate)
+    if job.cwd:
+        try:
+            os.chdir(job.cwd)
+        except OSError:
+            pass
+    judge = Judge(job, writer, zygote)
+    try:
+        reports = judge.run()
+        writer.send("result", {"shapes": [r.model_dump(mode="json") for r in reports]})
+    except BaseException as exc:  # pragma: no cover - the last resort: say why
+        writer.send("result", {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-3000:]})
+        return 1
+    finally:
+        for arm in list(judge.arms):
+            arm.handle.kill()
+    return 0

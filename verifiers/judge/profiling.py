@@ -1,0 +1,138 @@
+"""Runtime signature and segment: profile each arm outside the timed loop, judge the trace.
+
+Each arm profiles its own calls (torch.profiler in its process; every profiled call gets
+fresh inputs, and poisoned outputs, from the judge and is checked like a timed one) and
+returns the kernel records as JSON; the judge validates them, normalises the names and
+applies the signature rules, the problem's cross-kernel name rule and the segment rules.
+The baseline's trace comes from the baseline's own process, so a candidate cannot empty
+or edit it; a baseline whose declared kernels do not show is ERROR on every platform. A
+candidate's trace is what its process reports: evidence against an honest mistake (a
+ghost branch, a silent fallback), not against a candidate that forges its own profile --
+that one is held to account by the checked calls and the timing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
+
+from verifiers.judge import checks
+from verifiers.judge import signature as sig
+from verifiers.judge.kernel_trace import KernelRecord, from_rocprofv3_csv
+from verifiers.problem import SignatureSpec
+from verifiers.judge.segment import SegmentScore, score_segment, segment_speedup
+from verifiers.judge.signature import SignatureCheck
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from verifiers.options import VerifyOptions
+    from verifiers.problem import ArmSpec, Problem
+    from verifiers.judge.session import Arm, Session
+
+MAX_RECORDS = 200_000
+WARM_CALLS = 2
+
+
+def profile(session: "Session", arm: "Arm", calls: int, rtol: float, atol: float,
+            generator: "torch.Generator") -> list[KernelRecord]:
+    """``calls`` checked, profiled calls of ``arm``; its kernel records (names normalised)."""
+    from verifiers.judge.session import Blame
+
+    bound = session.bind(arm, session.values_for(session.fresh_seed()))
+    pool = checks.SampleChecks(rtol, atol)
+    try:
+        for i in range(WARM_CALLS + calls):
+            profiled = i >= WARM_CALLS
+            if i == WARM_CALLS:
+                session.request(arm, {"op": "profile_start"})
+            session.prepare(bound)
+            session.request(arm, {"op": "pcall", "id": bound.id, "i": i - WARM_CALLS} if profiled
+                            else {"op": "call", "id": bound.id})
+            problems = session.check_call(session.record(bound, session.read_samples(bound, generator)), pool)
+            if problems:
+                raise Blame(f"{arm.label}: {'profiled' if profiled else 'warm-up'} call: " + "; ".join(problems[:3]), arm)
+        reply = session.request(arm, {"op": "profile_stop"}, timeout_s=session.timeout(300.0))
+    finally:
+        session.release(bound)
+    raw = reply.get("records")
+    if not isinstance(raw, list) or len(raw) > MAX_RECORDS:
+        raise Blame(f"{arm.label}: the profile reply holds no usable record list", arm)
+    try:
+        return [KernelRecord.model_validate(r).normalised() for r in raw]
+    except ValidationError as exc:
+        raise Blame(f"{arm.label}: malformed kernel records: {exc.errors()[0].get('msg', exc)}", arm) from None
+
+
+def candidate_signature(problem: "Problem", options: "VerifyOptions", base: "ArmSpec", candidate_arm: str | None,
+                        is_aa: bool) -> SignatureSpec:
+    extra = SignatureSpec(required=tuple(options.candidate_required), forbidden=tuple(options.candidate_forbidden),
+                          launches_per_iter=options.candidate_launches_per_iter)
+    own = problem.arm(candidate_arm).signature if candidate_arm else problem.candidate_signature
+    spec = sig.merge(own, extra)
+    if options.forbid_baseline_kernels and not is_aa and base.signature.required:
+        spec = sig.merge(spec, SignatureSpec(forbidden=base.signature.required))
+    return spec
+
+
+@dataclass
+class ProfileOutcome:
+    signature_status: str
+    signature_reason: str
+    segment_status: str
+    segment_reason: str
+    checks: list[SignatureCheck] = field(default_factory=list)
+    segments: list[SegmentScore] = field(default_factory=list)
+    segment_speedup: float | None = None
+
+
+def judge_traces(problem: "Problem", options: "VerifyOptions", base: "ArmSpec", cand_spec: SignatureSpec,
+                 base_records: list[KernelRecord], cand_records: list[KernelRecord], cand_label: str) -> ProfileOutcome:
+    fp = problem.segment.flush_pattern
+    base_label = f"baseline {base.name}"
+    checks_ = [sig.check_signature(base_records, base.signature, base_label, fp),
+               sig.check_signature(cand_records, cand_spec, f"candidate {cand_label}", fp)]
+    segments = [score_segment(base_records, problem.segment, base_label),
+                score_segment(cand_records, problem.segment, f"candidate {cand_label}")]
+    errors: list[str] = []
+    for path, spec, who in ((options.rocprof_baseline_trace, base.signature, base_label),
+                            (options.rocprof_trace, cand_spec, f"candidate {cand_label}")):
+        if not path:
+            continue
+        try:
+            recs = from_rocprofv3_csv(path)
+        except ValueError as exc:
+            errors.append(str(exc))
+            continue
+        checks_.append(sig.check_signature(recs, spec, who, fp))
+        segments.append(score_segment(recs, problem.segment, who))
+    if problem.kernel_name_check is not None:
+        for check in checks_:
+            names = [k.name for k in check.kernels]
+            for failure in problem.kernel_name_check(names):
+                check.failures.append(f"{check.arm}: {failure}")
+                check.status = "FAIL"
+    out = ProfileOutcome("PASS", "", "PASS", "", checks_, segments, segment_speedup(segments[0], segments[1]))
+    base_sig, base_seg = checks_[0], segments[0]
+    if base_sig.status == "FAIL" or base_seg.status == "FAIL":
+        why = "; ".join(base_sig.failures + base_seg.failures)[:2000]
+        reason = ("the baseline arm's declared runtime signature cannot be observed here, so nothing can be "
+                  f"concluded about the candidate's: {why}")
+        return ProfileOutcome("ERROR", reason, "ERROR", reason, checks_, segments, out.segment_speedup)
+    out.signature_status, out.signature_reason = _stage(
+        [c.status for c in checks_], [f for c in checks_ for f in c.failures], errors,
+        f"required/forbidden kernels and launch counts hold for both arms ({len(checks_)} traces)")
+    out.segment_status, out.segment_reason = _stage(
+        [s.status for s in segments], [f for s in segments for f in s.failures], errors,
+        "segment = every kernel of the call (the judge's flush and poison run in the judge's process)"
+        + (f"; declared kernels {list(problem.segment.kernels)} all present and complete" if problem.segment.kernels else ""))
+    return out
+
+
+def _stage(statuses: list[str], failures: list[str], errors: list[str], ok: str) -> tuple[str, str]:
+    if "FAIL" in statuses:
+        return "FAIL", "; ".join(failures)[:3000]
+    if errors:
+        return "ERROR", "; ".join(errors)[:3000]
+    return "PASS", ok
