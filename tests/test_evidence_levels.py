@@ -128,7 +128,7 @@ def test_a_row_changed_in_the_database_after_signing_is_served_as_reported(svc):
 
     svc.ledger.record_reverification([ReverificationRow(card_id=BLOCKSCALE, platform=PlatformInfo(**GFX950),
                                                         status="DRIFTED", reason="0.9x", recorded_by="reverify")])
-    svc._claims.invalidate()
+    svc.workspace.claims.invalidate()
     assert svc.get_recipe(BLOCKSCALE).reverification.claims_current is False
     conn = sqlite3.connect(svc.ledger.path)
     payload = json.loads(conn.execute("SELECT payload_json FROM results").fetchone()[0])
@@ -137,7 +137,7 @@ def test_a_row_changed_in_the_database_after_signing_is_served_as_reported(svc):
     conn.execute("UPDATE reverifications SET status = 'CONFIRMED'")  # someone tries to clear the drift
     conn.commit()
     conn.close()
-    svc._claims.invalidate()
+    svc.workspace.claims.invalidate()
     [r] = results(svc)
     assert r.speedup == 1.31 and r.evidence.level == "reported" and "changed after it was signed" in r.evidence.note
     rv = svc.get_recipe(BLOCKSCALE).reverification

@@ -40,7 +40,7 @@ def test_record_then_history_through_the_service(svc):
 def test_every_answer_shows_the_latest_status_per_platform(svc):
     svc.ledger.record_reverification([status_row("NOT_APPLICABLE_HERE", CPU, reason="no GPU"),
                                       status_row("CONFIRMED", reason="3 shapes FASTER")])
-    svc._claims.invalidate()
+    svc.workspace.claims.invalidate()
     rv = svc.get_recipe(BLOCKSCALE).reverification
     assert rv.claims_current is True
     assert {(p.platform, p.status) for p in rv.platforms} == {("cpu/x86_64", "NOT_APPLICABLE_HERE"),
@@ -54,17 +54,17 @@ def test_every_answer_shows_the_latest_status_per_platform(svc):
 def test_a_drifted_or_failed_claim_is_never_presented_as_current(svc):
     svc.ledger.record_reverification([status_row("CONFIRMED")])
     svc.ledger.record_reverification([status_row("DRIFTED", H200, reason="4096x2048x7168: 0.98x below the floor 1.05")])
-    svc._claims.invalidate()
+    svc.workspace.claims.invalidate()
     match = svc.match_skill(HOTSPOT).matches[0]
     assert match.reverification.claims_current is False
     assert any("DRIFTED on cuda/sm_90" in c and "do not rely" in c for c in match.caveats)
     assert svc.get_recipe(BLOCKSCALE).reverification.claims_current is False
     # the latest row per platform decides: a later confirmation on that platform clears it
     svc.ledger.record_reverification([status_row("CONFIRMED", H200)])
-    svc._claims.invalidate()
+    svc.workspace.claims.invalidate()
     assert svc.match_skill(HOTSPOT).matches[0].reverification.claims_current is True
     svc.ledger.record_reverification([status_row("FAILED", reason="parity: 12 elements out of tolerance")])
-    svc._claims.invalidate()
+    svc.workspace.claims.invalidate()
     rv = svc.list_skills().skills[0].reverification
     assert rv.claims_current is False and "FAILED on rocm/gfx950" in rv.caveats[0]
 
@@ -72,7 +72,7 @@ def test_a_drifted_or_failed_claim_is_never_presented_as_current(svc):
 def test_a_box_that_cannot_test_the_claims_leaves_them_unknown_not_current(svc):
     svc.ledger.record_reverification([status_row("PREREQUISITE_MISSING", CPU, reason="flydsl core absent"),
                                       status_row("NOT_APPLICABLE_HERE", H200)])
-    svc._claims.invalidate()
+    svc.workspace.claims.invalidate()
     rv = svc.get_recipe(BLOCKSCALE).reverification
     assert rv.claims_current is None
     assert any("prerequisite missing on cpu/x86_64" in c for c in rv.caveats)

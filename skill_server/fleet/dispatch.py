@@ -7,7 +7,7 @@ per card and platform asking for one unit of that platform's resource, and lets 
 and retry them. Each task runs ``fleet_task.run_card_on_node`` on its node. As each answer
 arrives the driver checks it (the same card, a report that binds to it, the platform it
 claims) and records it, signed with the deployment's key, through the same path as a local
-re-verification (``SkillService.record_card_run``).
+re-verification (``EvidenceService.record_card_run``).
 
 Nothing is ever silently missing: a task whose node died is retried once by Ray on another
 node offering the platform; when none can finish it (the node is gone and no other offers
@@ -23,7 +23,8 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from skill_server.fleet.models import (GEN_PREFIX, VENDOR_PREFIX, FleetOptions, FleetOutcome, FleetProgress, FleetReport,
                            FleetTarget, NodeRun)
@@ -35,6 +36,16 @@ CONNECT_TIMEOUT_S = 5.0
 DEFAULT_TASK_TIMEOUT_S = 4 * 3600.0
 
 ProgressFn = Callable[[FleetProgress], None]
+
+
+class RunRecorder(Protocol):
+    """Where the driver records each card's outcome (the service's evidence side)."""
+
+    project_root: Path
+    ledger: Any
+
+    def record_card_run(self, run: Any, platform: Any, recorded_by: str, git_rev: str | None, *, record: bool = True,
+                        detail_extra: dict | None = None) -> None: ...
 
 
 class FleetError(RuntimeError):
@@ -138,7 +149,7 @@ class _Task:
     notes: list[str] = field(default_factory=list)
 
 
-def run_fleet(service: Any, address: str, cards: list[Any], *, progress: ProgressFn | None = None, gates: bool = True,
+def run_fleet(service: RunRecorder, address: str, cards: list[Any], *, progress: ProgressFn | None = None, gates: bool = True,
               verifier: bool = True, record: bool = True, recorded_by: str = "reverify (fleet)",
               cpu_smoke: bool = False, platforms: list[str] | None = None,
               task_timeout_s: float | None = None) -> FleetReport:
@@ -298,7 +309,7 @@ def _refusal(task: _Task, run: NodeRun) -> str | None:
     return None
 
 
-def _git_rev(service: Any) -> str | None:
+def _git_rev(service: RunRecorder) -> str | None:
     from verifiers.provenance import read_git_revision
 
     from skill_server import is_embedded

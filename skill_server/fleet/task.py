@@ -15,9 +15,18 @@ import math
 import os
 import socket
 import time
+from pathlib import Path
 from typing import Any
 
+from skill_server import DEFAULT_SKILLS_DIR
+from skill_server.cards.catalog import Catalog
 from skill_server.fleet.models import FleetOptions, FleetTarget, NodeRun
+from skill_server.ledger.models import PlatformInfo, normalise_platform
+from skill_server.reverify.run import Reverifier
+from skill_server.reverify.stages import default_gate_runner, default_verifier_runner
+from verifiers.options import VerifyOptions
+from verifiers.problem import load_problem
+from verifiers.provenance import detect_platform
 
 
 def card_digest(folder) -> str:  # noqa: ANN001 - pathlib.Path
@@ -27,9 +36,6 @@ def card_digest(folder) -> str:  # noqa: ANN001 - pathlib.Path
 def cpu_smoke_settings(cards: list[Any]) -> dict[str, Any]:
     """``Reverifier`` settings for the CPU smoke run: each problem's smallest smoke shape,
     the CPU arms, quick verifier options (as bench/reverify_h200.py --smoke)."""
-    from verifiers.options import VerifyOptions
-    from verifiers.problem import load_problem
-
     shapes: dict[str, list[str]] = {}
     for parsed in cards:
         vb = parsed.card.verifier
@@ -47,24 +53,18 @@ def cpu_smoke_settings(cards: list[Any]) -> dict[str, Any]:
 
 def run_card_on_node(card_id: str, target_json: str, options_json: str) -> str:
     """One (card, platform) task; returns ``NodeRun`` JSON."""
-    from verifiers.provenance import detect_platform
-
-    from skill_server.ledger.models import PlatformInfo, normalise_platform
-    from skill_server.reverify.run import Reverifier
-    from skill_server.reverify.stages import default_gate_runner, default_verifier_runner
-    from skill_server.service.facade import SkillService
-
     started = time.monotonic()
     target, options = FleetTarget.model_validate_json(target_json), FleetOptions.model_validate_json(options_json)
-    svc = SkillService(check_interval=3600.0)  # the node's own cards; its ledger is never opened
-    parsed = svc.card(card_id)
+    # the node's own cards (the driver checks the card digest); a node never opens a ledger
+    skills_dir = Path(os.environ.get("SKILL_SERVER_SKILLS_DIR") or DEFAULT_SKILLS_DIR)
+    parsed = Catalog.load(skills_dir).get(card_id)
     platform = detect_platform()
     smoke: dict[str, Any] = {}
     if options.cpu_smoke:
         platform = PlatformInfo(**{**platform.model_dump(), "runtime": "cpu"})
         smoke = cpu_smoke_settings([parsed])
     platform = normalise_platform(platform)
-    rv = Reverifier(project_root=svc.project_root, platform=platform, recorded_by=options.recorded_by,
+    rv = Reverifier(project_root=skills_dir.resolve().parent, platform=platform, recorded_by=options.recorded_by,
                     git_rev=options.git_rev, gate_runner=default_gate_runner if options.gates else None,
                     verifier_runner=default_verifier_runner if options.verifier else None, **smoke)
     run = rv.reverify_card(parsed)

@@ -1,8 +1,6 @@
-"""The service's evidence behaviours: verify (+ record), record, history, reports,
-export, re-verification, drafts. ``SkillService`` (``service.py``) mixes these in; the
-MCP tools and CLI commands are one call each into these methods.
+"""Evidence: what the ledger holds about each card, and the one path that stores it.
 
-Evidence levels (``evidence.py``) are decided here and only here:
+Evidence levels (``ledger.signing``) are decided here and only here:
 - a report this server's verifier just produced (``verify``, ``reverify``) is
   ``verified``; recorded at once, or kept in memory (``report://{id}``) and recorded
   later by id;
@@ -12,27 +10,28 @@ Evidence levels (``evidence.py``) are decided here and only here:
 """
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from skill_server import embedded_write_problem, is_embedded
-from skill_server.reverify.claims import NEVER_REVERIFIED, Figure, Reverification, select_figures, summarise
+from skill_server import embedded_write_problem
+from skill_server.cards.artifacts import figures_of, parse_artifact
+from skill_server.ledger.results import Ledger
+from skill_server.ledger.export import DEFAULT_EXPORT_NAME, artifact_from_results, write_artifact
+from skill_server.ledger.models import (LedgerError, PlatformInfo, ResultRecord, ReverificationRow, StoredResult,
+                                        StoredReverification, default_recorder, validate_record)
+from skill_server.ledger.report_records import (SignedReport, bind_report, derive_records, envelope_json,
+                                                parse_submitted_report, report_digest, sign_fresh, stored_report)
 from skill_server.ledger.signing import EvidenceLevel
-from skill_server.ledger.models import LedgerError, ResultRecord, StoredResult, StoredReverification, default_recorder
+from skill_server.reverify.claims import NEVER_REVERIFIED, Figure, Reverification, select_figures, summarise
+from skill_server.reverify.run import CardRun
 from skill_server.service.errors import ServiceError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from skill_server.reverify.claims_cache import ClaimsCache
-    from skill_server.policy.client_policy import ClientPolicy
-    from skill_server.ledger.results import Ledger
-    from skill_server.drafts.drafting import DraftResult, DraftSummary, PromoteResult
-    from skill_server.fleet.models import FleetReport
-    from skill_server.reverify.run import ReverifyReport
+from skill_server.service.workspace import Workspace
+from verifiers.report import VerificationReport
 
 REPORT_CACHE_SIZE = 32
 
@@ -63,19 +62,6 @@ class ExportResult(BaseModel):
     replaced: bool = Field(description="True when an earlier ledger export was replaced (force)")
 
 
-class VerifyOutcome(BaseModel):
-    """One run of this server's verifier: the report and what became of it."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    report: Any = Field(description="verifiers.report.VerificationReport")
-    report_id: str
-    digest: str
-    level: EvidenceLevel = "verified"
-    recorded: RecordReceipt | None = None
-    not_recorded: str | None = Field(None, description="why the result was not recorded")
-
-
 class ReportView(BaseModel):
     report_id: str
     level: EvidenceLevel
@@ -87,38 +73,32 @@ class ReportView(BaseModel):
 class _Held(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    signed: Any  # report_records.SignedReport
+    signed: SignedReport
     card_id: str
 
 
-class LedgerService:
-    """Mixed into ``SkillService``; relies on its ``catalog``, ``card()``, ``project_root``,
-    ``skills_dir``, ``ledger``, ``drafts_dir`` and ``_claims``."""
+class EvidenceService:
+    """Records, reports, history and export over the workspace's ledger."""
 
-    # provided by SkillService
-    ledger: "Ledger"
-    _claims: "ClaimsCache"
-    project_root: Path
-    skills_dir: Path
-    drafts_dir: Path
-    catalog: Any
-    card: Callable[[str], Any]
-    reload: Callable[[], Any]
-
-    _reports: OrderedDict[str, _Held]
-    _reports_lock: threading.Lock
-    _transcribed_cache: dict[str, tuple[Any, list[Figure]]]
-
-    def _init_evidence(self) -> None:
-        self._reports = OrderedDict()
+    def __init__(self, ws: Workspace):
+        self.ws = ws
+        self._reports: OrderedDict[str, _Held] = OrderedDict()
         self._reports_lock = threading.Lock()
-        self._transcribed_cache = {}
+        self._transcribed_cache: dict[str, tuple[Any, list[Figure]]] = {}
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.ws.ledger
+
+    @property
+    def project_root(self) -> Path:
+        return self.ws.project_root
 
     # -- what answers show -------------------------------------------------------
     def evidence_for(self, card_id: str, shape: str | None = None, limit: int = 6) -> Reverification:
         """The card's latest verified status per platform and its figures (verified first,
         then transcribed, then reported; those at ``shape`` first)."""
-        snap = self._claims.get()
+        snap = self.ws.claims.get()
         figures = snap.figures.get(card_id, []) + self._transcribed(card_id)
         statuses = snap.statuses.get(card_id, [])
         if not figures and not statuses:
@@ -127,9 +107,7 @@ class LedgerService:
 
     def _transcribed(self, card_id: str) -> list[Figure]:
         """The card's artifact figures, parsed once per catalog snapshot."""
-        from skill_server.cards.artifacts import figures_of, parse_artifact
-
-        catalog = self.catalog
+        catalog = self.ws.catalog
         cached = self._transcribed_cache.get(card_id)
         if cached is not None and cached[0] is catalog:
             return cached[1]
@@ -143,77 +121,16 @@ class LedgerService:
         self._transcribed_cache[card_id] = (catalog, figures)
         return figures
 
-    # -- verify --------------------------------------------------------------------
-    def problem_of(self, card_id: str) -> str:
-        """The kernels folder (verifier problem) a card binds to."""
-        card = self.card(card_id).card
-        if card.verifier is None:
-            raise ServiceError(f"card {card_id!r} has no verifier binding (front matter 'verifier:')")
-        return card.verifier.problem
-
-    def verify(self, card_id: str, candidate: str, baseline: str | None = None, shapes: list[str] | None = None,
-               options: dict | Any = None, progress: Callable[[int, int, str], None] | None = None, *,
-               record: bool = False, recorded_by: str | None = None, client: "ClientPolicy | None" = None
-               ) -> VerifyOutcome:
-        """Run the card's verifier on this box (parity against the immutable oracle, runtime
-        signatures, same-session A/A + interleaved A/B timing) and, when ``record``, store
-        the report and its records as ``verified``. Unrecorded reports stay readable
-        (``get_report``) and recordable by id for a while.
-
-        With ``client`` (an MCP client, not the operator) the candidate must be a file under
-        the policy's roots or an arm, and only the policy's effort options may be set over the
-        operator's: the worker's interpreter, output files and the parity rules stay the server's."""
-        from verifiers.api import verify
-        from verifiers.options import VerifyOptions
-
-        from skill_server.ledger.report_records import report_digest, sign_fresh
-
-        from skill_server.doctor.preflight import verify_refusal
-
-        problem = self.problem_of(card_id)
-        if record:
-            self._writable()
-        try:
-            if client is not None:
-                candidate = client.candidate(candidate)
-                options = client.verify_options(options)
-            opts = options if isinstance(options, VerifyOptions) else VerifyOptions.model_validate(options or {})
-            refusal = verify_refusal(opts.device, opts.profile)
-            if refusal:  # a box that cannot run it refuses with the doctor's line
-                raise ServiceError(f"verification refused on this box (the doctor tool has the full report):\n{refusal}")
-            report = verify(problem, candidate, baseline=baseline, shapes=shapes, options=opts, progress=progress)
-        except (ValueError, KeyError, FileNotFoundError, ImportError) as exc:
-            raise ServiceError(exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)) from None
-        digest = report_digest(report)
-        outcome = VerifyOutcome(report=report, report_id=digest[:16], digest=digest)
-        signed = sign_fresh(report, None)
-        if record:
-            try:  # a finished run is never lost to a recording problem: it stays readable by id
-                outcome.recorded = self._record_signed(signed, card_id, recorded_by or default_recorder("verify"), verified=True,
-                                                       source="verifier_report")
-                return outcome
-            except ServiceError as exc:
-                outcome.not_recorded = f"not recorded: {exc}"
-        else:
-            outcome.not_recorded = "not recorded (record=false or write tools off)"
-        key = self.ledger.keys.for_reading()
-        if key is not None:  # never creates a key: an unrecorded run writes nothing
-            signed = sign_fresh(report, key.sign("report", {"digest": digest}))
-        self._hold(signed, card_id)
-        return outcome
-
-    def signed_envelope(self, report: Any) -> Any:
+    def signed_envelope(self, report: VerificationReport) -> SignedReport:
         """A SignedReport of a report this server's verifier produced, signed with the key
         (created when missing): for ``skill-server verify --report``."""
-        from skill_server.ledger.report_records import report_digest, sign_fresh
-
         try:
-            sig = self.ledger.sign_report(report_digest(report))
+            sig = self.ws.ledger.sign_report(report_digest(report))
         except LedgerError as exc:
             raise ServiceError(str(exc)) from None
         return sign_fresh(report, sig)
 
-    def _hold(self, signed: Any, card_id: str) -> None:
+    def hold(self, signed: SignedReport, card_id: str) -> None:
         with self._reports_lock:
             self._reports[signed.report_id] = _Held(signed=signed, card_id=card_id)
             self._reports.move_to_end(signed.report_id)
@@ -223,8 +140,6 @@ class LedgerService:
     def get_report(self, report_id: str) -> ReportView:
         """A verifier report by id: recorded ones from the ledger, recent unrecorded runs
         of this server from memory."""
-        import re
-
         if not re.fullmatch(r"[0-9a-f]{16}", report_id or ""):
             raise ServiceError(f"report id {report_id!r}: expected 16 hex characters (from run_verifier)")
         with self._reports_lock:
@@ -233,25 +148,18 @@ class LedgerService:
             return ReportView(report_id=report_id, level="verified", recorded=False,
                               envelope_json=held.signed.model_dump_json())
         try:
-            stored = self.ledger.report(report_id)
+            stored = self.ws.ledger.report(report_id)
         except LedgerError as exc:
             raise ServiceError(str(exc)) from None
         if stored is None:
             raise ServiceError(f"no verifier report {report_id!r} here: unrecorded reports are kept for the last "
                                f"{REPORT_CACHE_SIZE} runs of this server process only")
-        from skill_server.ledger.report_records import envelope_json
-
         signature = stored.evidence.signature if stored.evidence.level == "verified" else None
         return ReportView(report_id=report_id, level=stored.evidence.level, recorded=True,
                           result_ids=stored.result_ids,
                           envelope_json=envelope_json(stored.report_json, stored.digest, signature))
 
     # -- record --------------------------------------------------------------------
-    def _writable(self) -> None:
-        problem = self.ledger.write_problem()
-        if problem:
-            raise ServiceError(f"writes are refused: {problem}")
-
     def record_result(self, record: "dict | ResultRecord | list[dict | ResultRecord] | None" = None, *,
                       report: Any = None, report_id: str | None = None, card_id: str | None = None,
                       recorded_by: str | None = None) -> RecordReceipt:
@@ -261,7 +169,7 @@ class LedgerService:
         ``report_id`` (``verified``). Give exactly one of them."""
         if sum(x is not None for x in (record, report, report_id)) != 1:
             raise ServiceError("give exactly one of records, report (a verifier report) or report_id")
-        self._writable()
+        self.ws.writable()
         if report_id is not None:
             with self._reports_lock:
                 held = self._reports.get(report_id)
@@ -270,7 +178,7 @@ class LedgerService:
                                    f"older than the last {REPORT_CACHE_SIZE} runs; send the report itself instead")
             if card_id is not None and card_id != held.card_id:
                 raise ServiceError(f"report {report_id} verified card {held.card_id!r}, not {card_id!r}")
-            receipt = self._record_signed(held.signed, held.card_id, recorded_by or default_recorder("record_result"),
+            receipt = self.record_signed(held.signed, held.card_id, recorded_by or default_recorder("record_result"),
                                           verified=True, source="verifier_report")
             with self._reports_lock:
                 self._reports.pop(report_id, None)
@@ -280,147 +188,90 @@ class LedgerService:
         return self._record_records(record)
 
     def _record_records(self, record: Any) -> RecordReceipt:
-        from skill_server.ledger.models import validate_record
-
         batch = record if isinstance(record, list) else [record]
         if not batch:
             raise ServiceError("no record given")
-        known = set(self.catalog.cards)
+        known = set(self.ws.catalog.cards)
         try:
-            valid = [validate_record(r, known_cards=known, project_root=self.project_root,
+            valid = [validate_record(r, known_cards=known, project_root=self.ws.project_root,
                                      index=i if len(batch) > 1 else None) for i, r in enumerate(batch)]
-            stored = self.ledger.record(valid)
+            stored = self.ws.ledger.record(valid)
         except LedgerError as exc:
             raise ServiceError(str(exc)) from None
-        self._claims.invalidate()
-        return RecordReceipt(ledger=self.ledger.store.location, ids=[r.id for r in stored],
+        self.ws.claims.invalidate()
+        return RecordReceipt(ledger=self.ws.ledger.store.location, ids=[r.id for r in stored],
                              card_ids=sorted({r.card_id for r in stored}), level="reported",
                              note="hand-made records are stored as reported")
 
     def _record_submitted_report(self, data: Any, card_id: str | None, recorded_by: str) -> RecordReceipt:
-        from skill_server.ledger.report_records import parse_submitted_report
-
         try:
             signed = parse_submitted_report(data)
         except LedgerError as exc:
             raise ServiceError(str(exc)) from None
-        checks = self.ledger.report_signature_checks(signed.digest, signed.signature)
+        checks = self.ws.ledger.report_signature_checks(signed.digest, signed.signature)
         note = None if checks else ("no signature" if signed.signature is None else
                                     "its signature does not check against this server's key") + \
             ": recorded as reported, not verified"
-        return self._record_signed(signed, card_id, recorded_by, verified=checks, source="verifier_report", note=note)
+        return self.record_signed(signed, card_id, recorded_by, verified=checks, source="verifier_report", note=note)
 
-    def _record_signed(self, signed: Any, card_id: str | None, recorded_by: str, *, verified: bool, source: str,
+    def record_signed(self, signed: SignedReport, card_id: str | None, recorded_by: str, *, verified: bool, source: str,
                        note: str | None = None) -> RecordReceipt:
         """The one path from a report to the ledger: bind it to its card, derive the
         records from its own content, store report and records in one transaction."""
-        from skill_server.ledger.report_records import bind_report, derive_records, stored_report
-
-        cards = {cid: p.card for cid, p in self.catalog.cards.items()}
+        cards = {cid: p.card for cid, p in self.ws.catalog.cards.items()}
         try:
             card = bind_report(signed.report, cards, card_id)
             derived = derive_records(signed.report, card, recorded_by, source)
             if not derived.records:
                 raise LedgerError("the report holds no result to record (" + ("; ".join(derived.skipped) or
                                   "no shapes") + "); nothing written")
-            receipt = self.ledger.record_report(stored_report(signed, recorded_by, source),
+            receipt = self.ws.ledger.record_report(stored_report(signed, recorded_by, source),
                                                 derived.records, verified=verified, note=note)
         except LedgerError as exc:
             raise ServiceError(str(exc)) from None
-        self._claims.invalidate()
-        return RecordReceipt(ledger=self.ledger.store.location, ids=[r.id for r in receipt.results],
+        self.ws.claims.invalidate()
+        return RecordReceipt(ledger=self.ws.ledger.store.location, ids=[r.id for r in receipt.results],
                              card_ids=[card.id], level="verified" if verified else "reported",
                              report_id=signed.report_id, skipped=derived.skipped, note=note)
 
     # -- read ----------------------------------------------------------------------
     def get_validation_history(self, card_id: str, shape: str | None = None, platform: str | None = None,
                                source: str | None = None, limit: int = 50) -> ValidationHistory:
-        self.card(card_id)  # unknown ids are an error that lists the known ones
+        self.ws.card(card_id)  # unknown ids are an error that lists the known ones
         if not 1 <= limit <= 1000:
             raise ServiceError(f"limit must be between 1 and 1000, got {limit}")
         try:
-            results = self.ledger.history(card_id=card_id, shape=shape, platform=platform, source=source, limit=limit)
-            reverifications = self.ledger.reverifications(card_id=card_id, platform=platform, limit=limit)
+            results = self.ws.ledger.history(card_id=card_id, shape=shape, platform=platform, source=source, limit=limit)
+            reverifications = self.ws.ledger.reverifications(card_id=card_id, platform=platform, limit=limit)
         except (LedgerError, ValueError) as exc:
             raise ServiceError(str(exc)) from None
-        return ValidationHistory(card_id=card_id, ledger=self.ledger.store.location, results=results,
+        return ValidationHistory(card_id=card_id, ledger=self.ws.ledger.store.location, results=results,
                                  reverifications=reverifications, reverification=self.evidence_for(card_id, shape))
 
     def export_validation(self, card_id: str, path: str | Path | None = None, force: bool = False,
                           shape: str | None = None, platform: str | None = None) -> ExportResult:
         """Write the card's ledger history as a ``ledger_export`` validation artifact:
         by default a new file beside the card; never over the transcribed artifact."""
-        from skill_server.ledger.export import DEFAULT_EXPORT_NAME, artifact_from_results, write_artifact
-
-        parsed = self.card(card_id)
+        parsed = self.ws.card(card_id)
         target = Path(path) if path else parsed.folder / DEFAULT_EXPORT_NAME
         if not target.is_absolute():
-            target = self.project_root / target
+            target = self.ws.project_root / target
         if why := embedded_write_problem(target):
             raise ServiceError(why)
         try:
-            results = self.ledger.history(card_id=card_id, shape=shape, platform=platform, limit=10_000)
-            artifact = artifact_from_results(card_id, results, self.ledger.store.location)
-            replaced = write_artifact(artifact, target, self.project_root, force=force)
+            results = self.ws.ledger.history(card_id=card_id, shape=shape, platform=platform, limit=10_000)
+            artifact = artifact_from_results(card_id, results, self.ws.ledger.store.location)
+            replaced = write_artifact(artifact, target, self.ws.project_root, force=force)
         except (LedgerError, ValueError) as exc:
             raise ServiceError(str(exc)) from None
         return ExportResult(card_id=card_id, path=str(target.resolve()), measurements=len(artifact.measurements),
                             replaced=replaced)
 
-    # -- re-verification -----------------------------------------------------------
-    def reverify(self, card_id: str | None = None, progress=None, *, gates: bool = True, verifier: bool = True,
-                 record: bool = True, recorded_by: str | None = None, platform=None, probes=None,
-                 gate_runner=None, verifier_runner=None, emulate: bool | None = None, **smoke) -> "ReverifyReport":
-        """Re-check each card (or one) on this box; record a signed status per card and
-        platform, with the verifier's report and results.
-
-        ``progress`` receives ``ReverifyProgress`` events. ``platform``, ``probes``,
-        ``gate_runner`` and ``verifier_runner`` replace the box's own (tests, or a caller
-        that already knows the platform); ``smoke`` passes ``shapes_override`` /
-        ``verifier_on_cpu`` / ``verifier_options`` to the ``Reverifier``. ``emulate``: also run
-        the cards' FlyDSL reference arms on gfx950-emulated (recorded under that platform);
-        default: with the gates (both are the gfx950 compile work) and the verifier's own runner,
-        on a box with no AMD GPU."""
-        from verifiers.provenance import detect_platform, read_git_revision
-
-        from skill_server.ledger.models import normalise_platform
-        from skill_server.reverify.run import Reverifier, ReverifyReport, now
-        from skill_server.reverify.stages import default_gate_runner, default_verifier_runner
-
-        catalog = self.catalog
-        cards = [self.card(card_id)] if card_id else [catalog.cards[c] for c in sorted(catalog.cards)]
-        if record:
-            self._writable()
-        try:
-            plat = normalise_platform(platform or detect_platform())
-        except ValueError as exc:
-            raise ServiceError(f"platform: {exc}") from None
-        rev = None if is_embedded(self.project_root) else read_git_revision(self.project_root).text
-        who = recorded_by or default_recorder("reverify")
-        rv = Reverifier(project_root=self.project_root, platform=plat, recorded_by=who, git_rev=rev,
-                        probes=dict(probes) if probes is not None else None,
-                        gate_runner=(gate_runner or default_gate_runner) if gates else None,
-                        verifier_runner=(verifier_runner or default_verifier_runner) if verifier else None,
-                        emulated_runner=default_verifier_runner if (
-                            emulate if emulate is not None else gates and verifier and verifier_runner is None
-                            and plat.runtime != "rocm") else None,
-                        **smoke)
-        started = now()
-        outcomes = []
-        for run in rv.run(cards, progress):
-            outcomes.append(run.result)
-            self.record_card_run(run, run.platform or plat, who, rev, record=record)
-        return ReverifyReport(platform=plat, git_rev=rev, started_at=started, finished_at=now(), cards=outcomes,
-                              ledger=self.ledger.store.location if record else None)
-
-    def record_card_run(self, run, platform, recorded_by: str, git_rev: str | None, *, record: bool = True,
+    def record_card_run(self, run: CardRun, platform: PlatformInfo, recorded_by: str, git_rev: str | None, *, record: bool = True,
                         detail_extra: dict | None = None) -> None:
         """Record one card's re-verification (``reverify.CardRun``: status, report, the
         records derived from it) signed in one transaction; unrecorded, keep its report
         readable by id. The one recording path of local and fleet re-verification."""
-        from skill_server.ledger.models import ReverificationRow
-        from skill_server.ledger.report_records import sign_fresh, stored_report
-
         report = None
         if run.report is not None:
             signed = sign_fresh(run.report, None)
@@ -428,75 +279,15 @@ class LedgerService:
             report = stored_report(signed, recorded_by, "reverify")
         if not record:
             if run.report is not None:
-                self._hold(sign_fresh(run.report, None), run.result.card_id)
+                self.hold(sign_fresh(run.report, None), run.result.card_id)
             return
         detail = run.result.model_dump(mode="json") | (detail_extra or {})
         row = ReverificationRow(card_id=run.result.card_id, platform=platform, status=run.result.status,
                                 reason=run.result.reason[:4000], recorded_by=recorded_by, git_rev=git_rev, detail=detail)
         try:
-            self.ledger.record_reverification([row], run.records if report else [], report)
+            self.ws.ledger.record_reverification([row], run.records if report else [], report)
         except LedgerError as exc:
             raise ServiceError(str(exc)) from None
-        self._claims.invalidate()
+        self.ws.claims.invalidate()
 
-    def reverify_on_fleet(self, address: str, card_id: str | None = None, progress=None, *, gates: bool = True,
-                          verifier: bool = True, record: bool = True, recorded_by: str | None = None,
-                          cpu_smoke: bool = False, platforms: list[str] | None = None,
-                          task_timeout_s: float | None = None) -> "FleetReport":
-        """Re-verify on a Ray cluster: one task per (card, platform the cluster offers), run
-        on a node advertising that platform; every outcome recorded here (``fleet.py``)."""
-        from skill_server.fleet.dispatch import FleetError, run_fleet
-
-        if record:
-            self._writable()
-        cards = [self.card(card_id)] if card_id else [self.catalog.cards[c] for c in sorted(self.catalog.cards)]
-        try:
-            return run_fleet(self, address, cards, progress=progress, gates=gates, verifier=verifier, record=record,
-                             recorded_by=recorded_by or default_recorder("reverify --ray"), cpu_smoke=cpu_smoke,
-                             platforms=platforms, task_timeout_s=task_timeout_s)
-        except FleetError as exc:
-            raise ServiceError(str(exc)) from None
-
-    # -- drafts --------------------------------------------------------------------
-    def draft_card(self, new_id: str, from_card: str | None = None, record_ids: list[int] | None = None,
-                   shape: str | None = None, platform: str | None = None, gens: list[str] | None = None,
-                   title: str | None = None) -> "DraftResult":
-        """Turn ledger records into a card skeleton (status experimental, TODO prose) in the
-        drafts area: not served by matching or listing until a person promotes it."""
-        from skill_server.drafts.drafting import draft_from_records
-
-        cat = self.catalog
-        if from_card is None and not record_ids:
-            raise ServiceError("select the records: from_card (with optional shape / platform) and/or record_ids")
-        if from_card is not None:
-            self.card(from_card)
-        try:
-            results = self.ledger.history(card_id=from_card, shape=shape, platform=platform, ids=record_ids, limit=500)
-            if record_ids:
-                missing = sorted(set(record_ids) - {r.id for r in results})
-                if missing:
-                    raise LedgerError(f"no ledger record(s) {missing}" + (f" for card {from_card!r}" if from_card else ""))
-            return draft_from_records(new_id, results, cat, self.project_root, self.drafts_dir,
-                                      self.ledger.store.location, gens=gens, title=title)
-        except (LedgerError, ValueError) as exc:
-            raise ServiceError(str(exc)) from None
-
-    def list_drafts(self) -> "list[DraftSummary]":
-        from skill_server.drafts.drafting import list_drafts
-
-        return list_drafts(self.drafts_dir, self.catalog, self.project_root)
-
-    def promote_draft(self, draft_id: str) -> "PromoteResult":
-        from skill_server.drafts.drafting import promote
-
-        if why := embedded_write_problem(self.skills_dir):
-            raise ServiceError(why)
-        try:
-            result = promote(draft_id, self.drafts_dir, self.skills_dir, self.catalog, self.project_root)
-        except (LedgerError, ValueError) as exc:
-            raise ServiceError(str(exc)) from None
-        self.reload()
-        return result
-
-
-__all__ = ["ExportResult", "LedgerService", "RecordReceipt", "ReportView", "ValidationHistory", "VerifyOutcome"]
+__all__ = ["EvidenceService", "ExportResult", "RecordReceipt", "ReportView", "ValidationHistory"]
