@@ -19,12 +19,13 @@ as ``skill_kernels.<card>``, whose ``__path__`` is :data:`KERNELS_DIR`.
 
 Overrides, in every layout: ``SKILL_SERVER_STATE_DIR`` (ledger and other state),
 ``SKILL_SERVER_CACHE`` (caches), and the narrower ``SKILL_SERVER_LEDGER`` /
-``SKILL_SERVER_SKILLS_DIR`` read where they apply. Imports nothing beyond the stdlib.
+``SKILL_SERVER_SKILLS_DIR`` read where they apply (all through ``verifiers.settings``).
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from verifiers.settings import verifier_settings
 
 APP_NAME = "gpu-skill-server"
 STATE_ENV = "SKILL_SERVER_STATE_DIR"
@@ -60,7 +61,7 @@ def state_dir(project_root: Path | str | None = None) -> Path:
     package, the user's state folder; else ``<project_root>/var`` (a checkout, or a card
     folder of one's own given with ``--skills-dir``).
     """
-    chosen = os.environ.get(STATE_ENV)
+    chosen = verifier_settings().state_dir
     if chosen:
         return Path(chosen).expanduser().resolve()
     root = Path(project_root) if project_root is not None else PROJECT_ROOT
@@ -71,7 +72,7 @@ def state_dir(project_root: Path | str | None = None) -> Path:
 
 def cache_dir() -> Path:
     """``$SKILL_SERVER_CACHE``; else ``<repo>/.cache`` in a checkout, the user's cache folder when installed."""
-    chosen = os.environ.get(CACHE_ENV)
+    chosen = verifier_settings().cache
     if chosen:
         return Path(chosen).expanduser()
     return _xdg("XDG_CACHE_HOME", ".cache") if INSTALLED else CODE_ROOT / ".cache"

@@ -7,6 +7,8 @@ import argparse
 import importlib
 import sys
 
+from skill_server.settings import SettingsError
+
 COMMAND_MODULES = (
     "skill_server.cli.catalog",
     "skill_server.cli.serve",
@@ -41,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except SettingsError as exc:  # a SKILL_SERVER_* variable that does not parse
+        print(f"skill-server: {exc}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         return 0
 

@@ -24,6 +24,7 @@ from skill_server.cli.common import EXIT_BAD_INPUT, EXIT_OK
 from skill_server.policy.client_policy import DEFAULT_MAX_UPLOAD_BYTES
 from skill_server.mcp.http_transport import HttpOptions
 from skill_server.mcp.settings import ServerSettings
+from skill_server.settings import settings as environment
 
 DEFAULT_PORT = 8765
 
@@ -85,7 +86,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from skill_server.cli.connect_hints import TOKEN_ENV, ServeOptions, connect_text, http_url
     from skill_server.mcp.http_transport import is_loopback, is_wildcard
 
-    token = args.token or os.environ.get(TOKEN_ENV) or None
+    token = args.token or environment().token or None
     if args.require_sandbox:  # read by every judge this server starts (verifiers.arms.sandbox.required)
         from verifiers.arms.sandbox import REQUIRE_ENV
 
@@ -154,7 +155,7 @@ def _serve(args: argparse.Namespace, token: str | None, http: bool, remote: bool
         settings = ServerSettings(allow_exec_tools=args.enable_exec_tools, allow_write_tools=args.enable_write_tools,
                                   file_roots=roots, max_upload_bytes=args.max_upload_bytes,
                                   verify_options=verify_options,
-                                  ray_address=args.ray_address or os.environ.get("SKILL_SERVER_RAY_ADDRESS") or None)
+                                  ray_address=args.ray_address or environment().ray_address or None)
     except (ConfinementError, ValidationError) as exc:
         return _fail(f"--root: {exc}")
     http_opts = None
@@ -233,7 +234,7 @@ def worker_app():
     from skill_server.mcp.http_transport import http_app
     from skill_server.service.facade import SkillService
 
-    spec = WorkerSpec.model_validate_json(os.environ[WORKER_ENV])
+    spec = WorkerSpec.model_validate_json(environment().http_worker or "")
     service = SkillService(spec.skills_dir, ledger_path=spec.ledger)
     app = http_app(build_server(service, spec.settings), spec.http)
     gc.freeze()

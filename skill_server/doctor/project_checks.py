@@ -16,10 +16,11 @@ from typing import Any
 from verifiers import locations
 from skill_server.doctor.context import CheckContext
 from skill_server.doctor.result import CardDetails, CheckResult, PrerequisiteLine, result
+from skill_server.settings import settings
 
 
 def _skills_dir(ctx: CheckContext) -> Path:
-    return Path(ctx.skills_dir or os.environ.get("SKILL_SERVER_SKILLS_DIR") or locations.SKILLS_DIR)
+    return Path(ctx.skills_dir or settings().skills_dir or locations.SKILLS_DIR)
 
 
 def _writable(path: Path) -> tuple[bool, Path]:

@@ -30,6 +30,7 @@ from skill_server.ledger.results import LedgerError, StoredResult
 from skill_server.ledger.export import DEFAULT_EXPORT_NAME, artifact_from_results, dump_artifact, write_text_atomic
 from skill_server.cards.lint import TODO_MESSAGE
 from skill_server.cards.vocabulary import VocabularyError, vocabulary
+from skill_server.settings import settings
 
 TODO = "TODO"
 DRAFTS_ENV = "SKILL_SERVER_DRAFTS_DIR"
@@ -77,7 +78,7 @@ def default_drafts_dir(project_root: Path) -> Path:
     installed package, ``drafts/`` in the user's state folder."""
     from skill_server import is_embedded, state_dir
 
-    explicit = os.environ.get(DRAFTS_ENV)
+    explicit = settings().drafts_dir
     if explicit:
         return Path(explicit).expanduser().resolve()
     if is_embedded(project_root):

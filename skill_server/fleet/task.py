@@ -27,6 +27,7 @@ from skill_server.reverify.stages import default_gate_runner, default_verifier_r
 from verifiers.options import VerifyOptions
 from verifiers.problem import load_problem
 from verifiers.provenance import detect_platform
+from skill_server.settings import settings
 
 
 def card_digest(folder) -> str:  # noqa: ANN001 - pathlib.Path
@@ -56,7 +57,7 @@ def run_card_on_node(card_id: str, target_json: str, options_json: str) -> str:
     started = time.monotonic()
     target, options = FleetTarget.model_validate_json(target_json), FleetOptions.model_validate_json(options_json)
     # the node's own cards (the driver checks the card digest); a node never opens a ledger
-    skills_dir = Path(os.environ.get("SKILL_SERVER_SKILLS_DIR") or DEFAULT_SKILLS_DIR)
+    skills_dir = Path(settings().skills_dir or DEFAULT_SKILLS_DIR)
     parsed = Catalog.load(skills_dir).get(card_id)
     platform = detect_platform()
     smoke: dict[str, Any] = {}

@@ -25,6 +25,7 @@ from verifiers.provenance import PlatformInfo
 from skill_server.reverify.claims import ReverifyStatus
 from skill_server.cards.shapes import parse_shape_text  # the server's one shape parser
 from skill_server.ledger.signing import Evidence
+from skill_server.settings import settings
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 FUTURE_SLACK = timedelta(minutes=5)
@@ -101,9 +102,8 @@ def shape_text(dims: dict[str, int]) -> str:
 def default_recorder(tool: str | None = None) -> str:
     """Who records when nobody says: ``$SKILL_SERVER_USER``, else the login name, with the
     front end that recorded (``alice (run_verifier)``)."""
-    import os
 
-    name = os.environ.get("SKILL_SERVER_USER")
+    name = settings().user
     if not name:
         try:
             import getpass

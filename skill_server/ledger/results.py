@@ -20,7 +20,6 @@ file's folder); see ``evidence.py``. When it cannot be used every write is refus
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Hashable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,7 +28,7 @@ from pydantic import BaseModel, Field
 
 from skill_server.ledger.bounded_cache import BoundedCache
 from skill_server.reverify.claims import PlatformStatus
-from skill_server.ledger.signing import STATE_DIR_ENV, Evidence, KeyStore, KeyUnavailable, Signature, SigningKey, default_key_path
+from skill_server.ledger.signing import Evidence, KeyStore, KeyUnavailable, Signature, SigningKey, default_key_path
 from skill_server.ledger.models import (MAX_PAYLOAD_BYTES, ArmResult, LedgerError, PlatformInfo, RecordRejected, ResultRecord,
                             ReverificationRow, StoredResult, StoredReverification, parse_shape_text, shape_text,
                             validate_record)
@@ -38,6 +37,7 @@ from skill_server.ledger.sqlite import BUSY_TIMEOUT_S, SqliteStore, apply_migrat
 from skill_server.ledger.postgres import is_postgres_url
 from skill_server.ledger.store import (KeyRegistration, LedgerStore, ReportEntry, ResultEntry, ResultQuery, ReverificationEntry,
                            StoredReport, WriteBatch, WriteReceipt, reverification_content)
+from skill_server.settings import settings
 
 # signature checks of rows read back, by (key id, the row's exact bytes): skill_server.ledger.bounded_cache
 CHECKED_ROWS: BoundedCache[bool] = BoundedCache(8192)
@@ -53,7 +53,7 @@ __all__ = ["ArmResult", "BUSY_TIMEOUT_S", "Ledger", "LedgerError", "MAX_PAYLOAD_
 def default_ledger_path(project_root: Path, explicit: str | Path | None = None) -> Path | str:
     """``explicit`` (``--ledger``), else ``$SKILL_SERVER_LEDGER``, else ``<project>/var/ledger.sqlite``.
     A ``postgresql://`` URL comes back as the string it is (a file path as a resolved Path)."""
-    chosen = explicit or os.environ.get(LEDGER_ENV)
+    chosen = explicit or settings().ledger
     if chosen:
         return str(chosen) if is_postgres_url(str(chosen)) else Path(chosen).expanduser().resolve()
     from skill_server import state_dir  # <project>/var in a checkout; the user's state folder for an installed package
@@ -64,7 +64,7 @@ def default_ledger_path(project_root: Path, explicit: str | Path | None = None) 
 def default_state_dir(ledger_path: Path | str) -> Path:
     """Where the signing key lives: ``$SKILL_SERVER_STATE_DIR``, else beside the ledger file
     (for a database URL, this code's own state folder: ``verifiers.locations.state_dir``)."""
-    explicit = os.environ.get(STATE_DIR_ENV)
+    explicit = settings().state_dir
     if explicit:
         return Path(explicit).expanduser().resolve()
     if is_postgres_url(str(ledger_path)):

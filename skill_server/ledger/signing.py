@@ -47,6 +47,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from verifiers.locations import STATE_ENV as STATE_DIR_ENV
+from skill_server.settings import settings
 
 EvidenceLevel = Literal["verified", "reported", "transcribed"]
 StoredLevel = Literal["verified", "reported"]
@@ -220,5 +221,5 @@ class KeyStore:
 
 
 def default_key_path(state_dir: Path) -> Path:
-    explicit = os.environ.get(KEY_ENV)
+    explicit = settings().key
     return Path(explicit).expanduser().resolve() if explicit else Path(state_dir) / KEY_FILE

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from skill_server.policy.confinement import CANDIDATE_FILE, ConfinementError, check_roots, resolve_confined
 from skill_server.matching.hotspot import MAX_NAME_CHARS
+from skill_server.settings import settings
 
 DEFAULT_MAX_UPLOAD_BYTES = 4 << 20
 DEFAULT_MAX_PROFILE_BYTES = 256 << 20
@@ -48,7 +48,7 @@ def default_file_roots(project_root: Path | None = None) -> tuple[Path, ...]:
     that is ``/`` or a system folder is left out rather than opening everything."""
     from skill_server import REPO_ROOT
 
-    profiles = Path(os.environ.get(PROFILES_DIR_ENV) or (project_root or REPO_ROOT) / "var" / "profiles")
+    profiles = Path(settings().profiles_dir or (project_root or REPO_ROOT) / "var" / "profiles")
     roots: list[Path] = []
     for candidate in (Path.cwd(), profiles):
         try:

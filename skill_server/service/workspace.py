@@ -2,7 +2,6 @@
 the ledger (with its claims cache). Built once by the facade and handed to each service."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from skill_server import DEFAULT_SKILLS_DIR
@@ -12,13 +11,14 @@ from skill_server.drafts.drafting import default_drafts_dir
 from skill_server.ledger.results import Ledger, default_ledger_path
 from skill_server.reverify.claims_cache import ClaimsCache
 from skill_server.service.errors import ServiceError
+from skill_server.settings import settings
 
 
 class Workspace:
     def __init__(self, skills_dir: Path | str | None = None, check_interval: float = 1.0,
                  ledger_path: Path | str | None = None, key_path: Path | str | None = None,
                  drafts_dir: Path | str | None = None):
-        self.skills_dir = Path(skills_dir or os.environ.get("SKILL_SERVER_SKILLS_DIR") or DEFAULT_SKILLS_DIR)
+        self.skills_dir = Path(skills_dir or settings().skills_dir or DEFAULT_SKILLS_DIR)
         self.holder = CatalogHolder(self.skills_dir, check_interval=check_interval)
         # the project is the folder holding skills/ (and kernels/, var/, drafts/)
         self.project_root = self.skills_dir.resolve().parent

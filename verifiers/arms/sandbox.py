@@ -50,6 +50,7 @@ from pydantic import BaseModel, Field
 
 from verifiers import locations
 from verifiers.arms import landlock
+from verifiers.settings import verifier_settings
 
 REQUIRE_ENV = "SKILL_SERVER_REQUIRE_SANDBOX"
 #: the operator's way out (a toolkit the allow-list misses; testing the fallback defences): ``off``
@@ -115,12 +116,12 @@ class SandboxStatus(BaseModel):
 
 def required() -> bool:
     """The operator's setting: refuse to run arms that cannot be confined."""
-    return os.environ.get(REQUIRE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return verifier_settings().require_sandbox
 
 
 def support() -> SandboxStatus:
     """What this kernel would give an arm (nothing is restricted by asking)."""
-    if os.environ.get(SWITCH_ENV, "").strip().lower() in ("off", "0", "no", "false"):
+    if not verifier_settings().sandbox:
         return SandboxStatus(reason=f"turned off by the operator ({SWITCH_ENV}={os.environ[SWITCH_ENV]})")
     version, why = landlock.abi()
     if version <= 0:

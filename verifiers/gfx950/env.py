@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 from verifiers import locations
+from verifiers.settings import verifier_settings
 
 ARCH = "gfx950"
 #: where a ROCm install lives when ``$ROCM_PATH`` is not set
@@ -81,7 +82,7 @@ def find_linker() -> Linker:
     ``ld.lld-22`` on PATH and its known paths. Raises ToolchainMissing naming every place
     looked at and how to fix it.
     """
-    override = os.environ.get(LLD_OVERRIDE_ENV)
+    override = verifier_settings().ld_lld
     if override:
         p = Path(override).expanduser()
         if _executable(p):

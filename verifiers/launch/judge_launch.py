@@ -32,6 +32,7 @@ from verifiers.ipc import wire
 from verifiers.arms.env import arm_environment
 from verifiers.arms.handle import end_server
 from verifiers.launch.judge_start import FRESH_BOOT, TEMPLATE_BOOT
+from verifiers.settings import verifier_settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]  # the folder holding verifiers/
 WARM_ENV = "SKILL_SERVER_WARM_JUDGE"
@@ -57,7 +58,7 @@ def judge_command(prefix: Path) -> list[str]:
 
 
 def warm_enabled(env: dict[str, str] | None = None) -> bool:
-    return (env if env is not None else os.environ).get(WARM_ENV, "1").strip().lower() not in ("0", "no", "false", "off")
+    return verifier_settings(env).warm_judge
 
 
 class Template:

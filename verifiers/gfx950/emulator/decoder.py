@@ -24,6 +24,7 @@ from pathlib import Path
 from verifiers.gfx950.emulator.code_object import CodeObject, KernelInfo
 from verifiers.gfx950.emulator.errors import CodeObjectError
 from verifiers.gfx950.emulator.operands import Operand, parse_operand
+from verifiers.settings import verifier_settings
 
 OBJDUMP_CANDIDATES = ("/usr/lib/llvm-22/bin/llvm-objdump", "llvm-objdump-22")
 _LINE = re.compile(r"^\s+(?P<text>\S.*?)\s*//\s*(?P<addr>[0-9A-Fa-f]+):\s*(?P<words>(?:[0-9A-Fa-f]{8}\s*)+)(?:<[^>]*>)?\s*$")
@@ -53,7 +54,7 @@ class Instruction:
 
 
 def find_objdump() -> str:
-    override = os.environ.get("SKILL_SERVER_LLVM_OBJDUMP")
+    override = verifier_settings().llvm_objdump
     if override:
         return override
     for cand in OBJDUMP_CANDIDATES:
