@@ -19,7 +19,7 @@ PROBE = "skill_doctor_probe"
 def test_mi355x_flush_is_judged_against_l2s_plus_the_mall():
     arch = "gfx950:sramecc+:xnack-"
     known = doctor_seams.known_amd_cache(arch)
-    assert known is not None and known.shared_llc_bytes == 256 * MIB  # the feature suffixes do not hide the arch
+    assert known is not None and known.mall_bytes == 256 * MIB  # the feature suffixes do not hide the arch
     # without the arch the rule knows only its 512 MiB ROCm floor: 64 MiB short of 2 x (32 MiB of L2s + 256 MiB MALL)
     floor_only = doctor_seams.flush_rule_bytes("rocm", 4 * MIB)  # torch reports one XCD's 4 MiB L2
     verdict = judge_caches("rocm", arch, 4 * MIB, known, floor_only, "AMD Instinct MI355X")

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from verifiers import card_folder
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -212,7 +213,7 @@ class Problem:
         """Import ``module:function``; bare modules resolve inside this problem's package."""
         if callable(spec):
             return spec
-        return resolve_callable(spec, package=f"skill_kernels.{self.name}")
+        return resolve_callable(spec, package=card_folder.module_name(self.name))
 
 
 def for_platform(problem: Problem, platform: str) -> Problem:
@@ -291,7 +292,7 @@ def load_problem(name: str) -> Problem:
     """Load ``kernels/<name>/problem.py`` (or a problem file path) and return its ``PROBLEM``."""
     if is_problem_path(name):
         return _load_problem_file(Path(name))
-    module = importlib.import_module(f"skill_kernels.{name}.problem")
+    module = importlib.import_module(card_folder.module_name(name, card_folder.PROBLEM))
     problem = getattr(module, "PROBLEM", None)
     if not isinstance(problem, Problem):
         raise TypeError(f"kernels/{name}/problem.py must define PROBLEM: verifiers.problem.Problem")

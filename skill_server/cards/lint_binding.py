@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from skill_server.cards.schema import CardProblem, ParsedCard
+from verifiers import card_folder
+from verifiers.problem import Problem, load_problem
 
 PARITY_FIELDS = ("rtol", "atol", "max_mismatch", "min_cosine", "max_cosine_drop", "max_abs")
 
@@ -30,11 +32,8 @@ def load_project_problem(project_root: Path, folder: str) -> Any:
     """``PROBLEM`` of ``<project>/kernels/<folder>/problem.py``. The project's own kernels
     import as ``skill_kernels.<folder>``; another project's folder is imported as a
     package of its own so that its relative imports work."""
-    from skill_kernels import KERNELS_DIR
-    from verifiers.problem import Problem, load_problem
-
-    path = (Path(project_root) / "kernels" / folder).resolve()
-    if path.parent == KERNELS_DIR.resolve():
+    path = card_folder.project_folder(project_root, folder).resolve()
+    if card_folder.is_installed(path):
         return load_problem(path.name)
     name = "_lint_kernels_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
     if name not in sys.modules:
@@ -62,7 +61,7 @@ def binding_problems(parsed: ParsedCard, project_root: Path, kernels_dir: Path |
         out.append(CardProblem(file=file, line=parsed.line_of("verifier", *loc), field=".".join(map(str, ("verifier", *loc))),
                                message=message, severity=severity))
 
-    problem_file = (kernels_dir or Path(project_root) / "kernels" / vb.problem) / "problem.py"
+    problem_file = (kernels_dir or card_folder.project_folder(project_root, vb.problem)) / f"{card_folder.PROBLEM}.py"
     if not problem_file.is_file():
         return []  # lint_card reports the missing file
     try:

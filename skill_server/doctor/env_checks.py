@@ -144,12 +144,12 @@ def judge_caches(platform: str, arch: str | None, reported_l2: int, known: Any, 
                  device_name: str = "") -> CheckResult:
     """The cache layout a flush must beat, against what the verifier's flush writes.
 
-    ``known``: the full layout of a known AMD arch (``DeviceCache``: L2 per XCD, XCDs, MALL)
+    ``known``: the full layout of a known AMD arch (``AmdCacheLayout``: L2 per XCD, XCDs, MALL)
     or None. The last-level cache counted is every L2 plus the MALL: a flush must push the
     data out of all of them, and twice that is the verifier's own margin."""
     title = "caches and flush size"
     if known is not None:
-        l2_each, domains, mall = int(known.l2_bytes), int(known.l2_domains), known.shared_llc_bytes
+        l2_each, domains, mall = int(known.l2_per_xcd_bytes), int(known.xcds), known.mall_bytes
         source = known.source
     else:
         l2_each, domains, mall = int(reported_l2), 1, None

@@ -36,7 +36,7 @@ CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec("linker", "ld.lld for gfx950", f"{TOOLS}:check_linker", 15),
     CheckSpec("flydsl", "FlyDSL", f"{TOOLS}:check_flydsl", 30, ("torch",)),
     CheckSpec("triton", "Triton", f"{TOOLS}:check_triton", 30),
-    CheckSpec("aiter", "aiter (CK block-scale baseline)", f"{TOOLS}:check_aiter", 45, ("torch",)),
+    CheckSpec("card_tools", "what the cards' own arms need", f"{TOOLS}:check_card_tools", 60, ("torch",)),
     CheckSpec("runtimes", "one HIP/CUDA runtime per process", f"{ENV}:check_runtimes", 30, ("torch",)),
     CheckSpec("profiler", "profiler", f"{ENV}:check_profiler", 30, ("torch",)),
     CheckSpec("timer_floor", "timer floor", f"{MEASURE}:check_timer_floor", 20, ("torch",)),

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from verifiers.hw.amd_caches import AmdCacheLayout
     from verifiers.hw.device import Device
     from verifiers.gfx950.env import Linker
     from verifiers.judge.kernel_trace import KernelRecord
@@ -153,34 +154,9 @@ def runtimes_in_this_process() -> "RuntimeCheck":
     return check_this_process()
 
 
-# ------------------------------------------------------------------------------ kernels
-def known_amd_cache(arch: str | None) -> Any:
-    """The full cache layout of a known AMD arch (L2 per XCD, XCDs, MALL) as the twin models
-    it, or None (the table itself: verifiers/hw/amd_caches.py)."""
-    from skill_kernels.flydsl_fp8_blockscale_gemm.twin_configs import KNOWN_AMD_CACHES
+# ------------------------------------------------------------------------------ caches
+def known_amd_cache(arch: str | None) -> "AmdCacheLayout | None":
+    """The full cache layout of a known AMD arch (L2 per XCD, XCDs, MALL), or None."""
+    from verifiers.hw.amd_caches import layout_for
 
-    return KNOWN_AMD_CACHES.get((arch or "").split(":")[0])
-
-
-def ck_blockscale_shapes() -> list[dict[str, int]]:
-    """The block-scale card's timed shapes (the CK baseline runs these)."""
-    from skill_kernels.flydsl_fp8_blockscale_gemm.problem import SHAPES
-
-    return [dict(s) for s in SHAPES]
-
-
-def ck_blockscale_dispatch(aiter: Any, shape: dict[str, int]) -> tuple[str, str | None, bool]:
-    """(kernel instance, aiter module, module built) that production dispatch picks for ``shape``."""
-    import torch
-
-    from skill_kernels.flydsl_fp8_blockscale_gemm import ck_baseline as ck
-
-    row = ck.tuned_row_for(aiter, shape["M"], shape["N"], shape["K"], torch.device("cuda"))
-    dispatch = ck.choose_dispatch(row, ck._takes(getattr(aiter, ck.PUBLIC_ENTRY, None), "out"))
-    return dispatch.kernel_instance, dispatch.module, ck.module_built(dispatch.module)
-
-
-def ck_prepare_command(shapes: Sequence[dict[str, int]]) -> str:
-    from skill_kernels.flydsl_fp8_blockscale_gemm.ck_baseline import PREPARE_COMMAND
-
-    return PREPARE_COMMAND + "".join(f" --shape {s['M']}x{s['N']}x{s['K']}" for s in shapes)
+    return layout_for(arch)

@@ -1,18 +1,19 @@
 """Doctor checks of the toolchain: ld.lld for gfx950, FlyDSL (against the pinned version),
-Triton, aiter with its CK block-scale module, and rocprofv3.
+Triton, rocprofv3, and what the cards' own arms need (their ``doctor_checks.py``).
 
 A tool that is found is also run (``--version``) with a time limit: a ROCm tree whose
 binaries are broken or hang must read as ``failed``, not as present.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
-from verifiers import locations
+from verifiers import card_folder, locations
 from skill_server.doctor import seams as doctor_seams
 from skill_server.doctor.context import CheckContext, module_present
 from skill_server.doctor.result import CheckResult, ToolDetails, result
@@ -20,8 +21,6 @@ from skill_server.doctor.result import CheckResult, ToolDetails, result
 TOOL_TIMEOUT_S = 10.0
 #: the oldest upstream LLVM whose lld links gfx950 code objects
 MIN_UPSTREAM_LLD = 20
-AITER_INSTALL = ("install aiter on the ROCm box (git clone --recursive https://github.com/ROCm/aiter; "
-                 "pip install -e aiter)")
 
 
 def run_version(path: str | Path, flag: str = "--version", timeout_s: float = TOOL_TIMEOUT_S) -> tuple[str | None, str | None]:
@@ -172,49 +171,30 @@ def check_triton(ctx: CheckContext) -> CheckResult:
     return result("triton", title, "ok", f"Triton {version}, backend {backend} {arch}", None, details)
 
 
-# ------------------------------------------------------------------------------- aiter
-def check_aiter(ctx: CheckContext) -> CheckResult:
-    title = "aiter (CK block-scale baseline)"
-    build = ctx.build()
-    version = _installed_version("aiter")
-    details = ToolDetails(name="aiter", version=version)
-    if build != "rocm":
-        here = "installed but unused" if module_present("aiter") else "not installed"
-        return result("aiter", title, "not_applicable", f"aiter is ROCm-only ({here}): on a {build} box the block-scale "
-                      "card's baseline is " + ("cuBLAS" if build == "cuda" else "the torch dequant arm"), None, details)
-    shapes = doctor_seams.ck_blockscale_shapes()
-    prepare = doctor_seams.ck_prepare_command(shapes)
-    if not module_present("aiter"):
-        return result("aiter", title, "missing", "aiter is not installed: the block-scale card's ROCm baseline "
-                      "(ck_blockscale, the production CK kernel) cannot run", f"{AITER_INSTALL}; then {prepare}", details)
-    try:
-        import aiter
-    except Exception as exc:
-        return result("aiter", title, "failed", f"import aiter failed: {type(exc).__name__}: {exc}"[:300],
-                      "reinstall aiter against this torch and ROCm", details)
-    details.path = str(Path(aiter.__file__).parent)
-    if not ctx.gpu_ready():
-        return result("aiter", title, "warn", f"aiter {version} imports, but with no GPU its tuned dispatch cannot be "
-                      "looked up", None, details)
-    unbuilt: dict[str, list[str]] = {}
-    instances = []
-    for s in shapes:
-        label = f"{s['M']}x{s['N']}x{s['K']}"
+# ------------------------------------------------------------------------ the cards' own
+def check_card_tools(ctx: CheckContext) -> list[CheckResult]:
+    """What each card's own arms need from the box: the ``CHECKS`` of every card folder's
+    ``doctor_checks.py`` (the card-folder convention, ``verifiers.card_folder``), run here
+    with this context; a check that raises is ``failed`` with its error, never a crash."""
+    out: list[CheckResult] = []
+    for folder in card_folder.card_folders():
+        if not card_folder.module_file(folder, card_folder.DOCTOR_CHECKS).is_file():
+            continue
         try:
-            instance, module, built = doctor_seams.ck_blockscale_dispatch(aiter, s)
-        except Exception as exc:
-            return result("aiter", title, "failed", f"aiter's tuned dispatch for {label} failed: {type(exc).__name__}: "
-                          f"{exc}"[:300], "reinstall aiter (its tuned CSV or gemm_a8w8 ops are missing)", details)
-        instances.append(f"{label}: {instance}")
-        if not built:
-            unbuilt.setdefault(module or "?", []).append(label)
-    if unbuilt:
-        what = "; ".join(f"{m} (for {', '.join(v)})" for m, v in unbuilt.items())
-        return result("aiter", title, "missing", f"aiter {version}: the CK block-scale modules the card's shapes need are "
-                      f"not built: {what}; the ck_blockscale baseline refuses until they are (first build: minutes)",
-                      prepare, details)
-    return result("aiter", title, "ok", f"aiter {version}; CK block-scale modules built; dispatch: {'; '.join(instances)}"[:600],
-                  None, details)
+            checks = importlib.import_module(card_folder.module_name(folder, card_folder.DOCTOR_CHECKS)).CHECKS
+        except Exception as exc:  # noqa: BLE001 - card code
+            out.append(result(f"card:{folder}", f"doctor checks of kernels/{folder}", "failed",
+                              f"kernels/{folder}/doctor_checks.py does not load: {type(exc).__name__}: {exc}"[:400],
+                              "fix the card folder (kernels/README.md says what doctor_checks.py defines)"))
+            continue
+        for check_id, (title, fn) in checks.items():
+            try:
+                found = fn(ctx)
+            except Exception as exc:  # noqa: BLE001 - card code
+                found = {"status": "failed", "finding": f"{type(exc).__name__}: {exc}"[:400]}
+            details = ToolDetails(name=check_id, version=found.get("version"), path=found.get("path"))
+            out.append(result(check_id, title, found["status"], found["finding"], found.get("fix"), details))
+    return out
 
 
 # ---------------------------------------------------------------------------- rocprofv3

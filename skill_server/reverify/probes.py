@@ -10,6 +10,7 @@ cannot be confirmed and counts as missing; a probe that raises is reported, neve
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
 import re
 import sys
@@ -21,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from skill_server.cards.schema import Card, Prerequisite
 from skill_server.reverify.models import PrerequisiteCheck
+from verifiers import card_folder
 
 PROBES_FILE = "probes.py"
 
@@ -55,7 +57,7 @@ def kernel_folder(card: Card) -> str:
 
 
 def probes_path(project_root: Path, card: Card) -> Path:
-    return Path(project_root) / "kernels" / kernel_folder(card) / PROBES_FILE
+    return card_folder.project_folder(project_root, kernel_folder(card)) / PROBES_FILE
 
 
 class ProbeLoadError(RuntimeError):
@@ -71,10 +73,8 @@ def card_probes(project_root: Path, card: Card, kernels_dir: Path | None = None)
         return {}
     folder = kernel_folder(card)
     try:
-        if kernels_dir is None and Path(project_root).resolve() == _kernels_package_root():
-            import importlib
-
-            module = importlib.import_module(f"skill_kernels.{folder}.probes")
+        if kernels_dir is None and card_folder.is_installed(path.parent):
+            module = importlib.import_module(card_folder.module_name(folder, card_folder.PROBES))
         else:  # another project's folder: loaded by path, again whenever the file changes
             st = path.stat()
             key = hashlib.sha256(f"{path.resolve()}:{st.st_mtime_ns}:{st.st_size}".encode()).hexdigest()[:12]
@@ -85,12 +85,6 @@ def card_probes(project_root: Path, card: Card, kernels_dir: Path | None = None)
     if not isinstance(probes, dict) or not all(isinstance(k, str) and callable(v) for k, v in probes.items()):
         raise ProbeLoadError(f"{path}: PROBES must be a dict of capability name -> function(ctx)")
     return dict(probes)
-
-
-def _kernels_package_root() -> Path:
-    from skill_kernels import KERNELS_DIR
-
-    return KERNELS_DIR.resolve().parent
 
 
 def _load_file(path: Path, name: str) -> Any:

@@ -82,7 +82,7 @@ def find_linker() -> Linker:
     ``ld.lld-22`` on PATH and its known paths. Raises ToolchainMissing naming every place
     looked at and how to fix it.
     """
-    override = verifier_settings().ld_lld
+    override = str(verifier_settings().ld_lld or "") or None
     if override:
         p = Path(override).expanduser()
         if _executable(p):

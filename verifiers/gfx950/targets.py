@@ -31,6 +31,7 @@ from types import MappingProxyType
 from typing import Any
 
 from verifiers.gfx950.gates import GateSpec
+from verifiers import card_folder
 
 
 @dataclass(frozen=True)
@@ -141,11 +142,11 @@ class NoTargetsError(LookupError):
 
 def load_targets(folder: str) -> FolderTargets:
     """Import ``skill_kernels.<folder>.gfx950_targets`` and validate its declarations."""
-    module_name = f"skill_kernels.{folder}.gfx950_targets"
+    module_name = card_folder.module_name(folder, card_folder.TARGETS)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        if exc.name in (module_name, f"skill_kernels.{folder}"):
+        if exc.name in (module_name, card_folder.module_name(folder)):
             raise NoTargetsError(
                 f"kernels/{folder}/gfx950_targets.py not found: the folder declares no gfx950 compile targets"
             ) from None

@@ -54,7 +54,7 @@ class Instruction:
 
 
 def find_objdump() -> str:
-    override = verifier_settings().llvm_objdump
+    override = str(verifier_settings().llvm_objdump or "") or None
     if override:
         return override
     for cand in OBJDUMP_CANDIDATES:
