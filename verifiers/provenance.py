@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from verifiers import locations
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = locations.CODE_ROOT
 LIBRARIES = ("torch", "triton", "flydsl", "numpy", "pydantic", "mcp", "gpu-skill-server")
 Runtime = Literal["cuda", "rocm", "cpu"]
 EMULATED_PLATFORM = "gfx950-emulated"  # verifiers.problem.EMULATED_PLATFORM (no import: provenance stays light)

@@ -18,11 +18,12 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from verifiers import locations
 from verifiers.launch import procwatch
 from verifiers.ipc import wire
 from verifiers.arms.env import arm_environment
 
-REPO_ROOT = Path(__file__).resolve().parents[2]  # the folder holding verifiers/
+REPO_ROOT = locations.CODE_ROOT
 
 
 class ArmFailure(Exception):

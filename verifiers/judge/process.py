@@ -37,6 +37,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from verifiers import locations
 from verifiers.ipc import channel
 from verifiers.launch import files
 from verifiers.launch import procwatch
@@ -46,7 +47,7 @@ from verifiers.report import HIDDEN_ONLY_STAGES, STAGES, Flag, ShapeReport, Stag
 #: why timing, signature and segment do not run on the gfx950-emulated platform
 EMULATED_NO_TIMING = "emulated: no timing"
 
-REPO_ROOT = Path(__file__).resolve().parents[2]  # the folder holding verifiers/
+REPO_ROOT = locations.CODE_ROOT
 SANDBOX_HINT = "SKILL_SERVER_REQUIRE_SANDBOX=1 or --require-sandbox"
 
 

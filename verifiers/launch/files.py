@@ -22,7 +22,9 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]  # the folder holding verifiers/
+from verifiers import locations
+
+REPO_ROOT = locations.CODE_ROOT
 PROJECT_PACKAGES = ("verifiers", "skill_server", "skill_kernels", "kernels")
 
 

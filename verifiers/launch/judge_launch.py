@@ -26,6 +26,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Protocol
 
+from verifiers import locations
 from verifiers.launch import bytecode
 from verifiers.launch import procwatch
 from verifiers.ipc import wire
@@ -34,7 +35,7 @@ from verifiers.arms.handle import end_server
 from verifiers.launch.judge_start import FRESH_BOOT, TEMPLATE_BOOT
 from verifiers.settings import verifier_settings
 
-REPO_ROOT = Path(__file__).resolve().parents[2]  # the folder holding verifiers/
+REPO_ROOT = locations.CODE_ROOT
 WARM_ENV = "SKILL_SERVER_WARM_JUDGE"
 TEMPLATE_START_S = 180.0
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from verifiers import locations
 from verifiers.launch import bytecode
 from verifiers.ipc import channel
 from verifiers.launch import files
@@ -43,7 +44,7 @@ from verifiers.arms import sandbox
 from verifiers.options import VerifyOptions
 from verifiers.report import STAGES, Flag, ShapeReport, StageResult
 
-REPO_ROOT = Path(__file__).resolve().parents[2]  # the folder holding verifiers/
+REPO_ROOT = locations.CODE_ROOT
 STARTUP_ALLOWANCE_S = 180.0
 # an arm's prepare step (a CK JIT build: minutes) runs outside the time limit, up to this long
 PREPARE_LIMIT_S = 3600.0
