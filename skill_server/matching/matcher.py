@@ -22,6 +22,7 @@ from skill_server.cards.schema import Card, EvidenceRequirement, RecipeRow
 from skill_server.reverify.claims import Reverification
 from skill_server.matching.hotspot import Hotspot
 from skill_server.matching.regex_literals import required_literals
+from skill_server.cards.name_dtypes import NameDtypes
 from skill_server.cards.shapes import ShapeSelection, check_constraints, select_shape_class
 from skill_server.cards.vocabulary import Vocabulary, VocabularyError, vocabulary
 
@@ -276,7 +277,7 @@ class Query:
     hotspot: Hotspot
     names: list[str]  # op name, then the launching op
     operators: list[str]
-    dtype_in_name: str | None
+    dtype_in_name: NameDtypes | None  # operand (and output) dtypes the names state, by naming convention
     scale_in_name: str | None
     hits: dict[str, str] | None  # pattern -> the name it matched (None: no index, search per card)
     roles: dict[str, str | None] = field(default_factory=dict)  # name -> vocabulary kernel role
@@ -288,7 +289,7 @@ class Query:
             op for n in names for op in vocab.operators_in(n)))
         return cls(
             hotspot=hotspot, names=names, operators=operators,
-            dtype_in_name=next((d for n in names if (d := vocab.dtype_in(n))), None),
+            dtype_in_name=next((d for n in names if (d := vocab.dtypes_in(n))), None),
             scale_in_name=next((f for n in names if (f := vocab.scale_format_in(n))), None),
             hits=index.search(names) if index is not None else None,
         )
@@ -450,15 +451,19 @@ def evaluate_card(card: Card, hotspot: Hotspot, index: CardIndex | None = None, 
             + ("" if ok else "; the recipe is generation-specific, keep the existing path"), WEIGHTS["gen"])
 
     # dtype -------------------------------------------------------------------------
-    dtype, how = hotspot.dtype, "given"
-    if dtype is None:
-        dtype, how = query.dtype_in_name, "inferred from the names"
-    if dtype is None:
+    named = query.dtype_in_name
+    if hotspot.dtype is not None:
+        ok = _in(hotspot.dtype, m.dtypes, vocab.dtype)
+        add("dtype", "matched" if ok else "failed",
+            f"dtype {hotspot.dtype} (given) {'is' if ok else 'is not'} one of {m.dtypes}", WEIGHTS["dtype"])
+    elif named is None:
         add("dtype", "unknown", f"dtype not given; card covers {m.dtypes}", WEIGHTS["dtype"], "dtype" in req)
     else:
-        ok = _in(dtype, m.dtypes, vocab.dtype)
-        add("dtype", "matched" if ok else "failed",
-            f"dtype {dtype} ({how}) {'is' if ok else 'is not'} one of {m.dtypes}", WEIGHTS["dtype"])
+        # the operands decide (A and B both), never the output a name also spells
+        outside = [d for d in named.operands if not _in(d, m.dtypes, vocab.dtype)]
+        verdict = f"{'is' if len(named.operands) == 1 else 'are'} one of {m.dtypes}" if not outside else \
+            f"{' and '.join(outside)} {'is' if len(outside) == 1 else 'are'} not one of {m.dtypes}"
+        add("dtype", "failed" if outside else "matched", named.describe(verdict), WEIGHTS["dtype"])
 
     # scale format ----------------------------------------------------------------
     if m.scale_formats is None:
