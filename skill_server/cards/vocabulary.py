@@ -163,6 +163,10 @@ class Vocabulary:
         hits = {stage for stage, rx in (self.moe_stage_names or {}).items() if any(n and rx.search(n) for n in names)}
         return hits.pop() if len(hits) == 1 else None
 
+    def moe_stages_named(self, *names: str | None) -> set[str]:
+        """Every stage any of the names states (none: a name both stages share)."""
+        return {stage for stage, rx in (self.moe_stage_names or {}).items() if any(n and rx.search(n) for n in names)}
+
     def known_operators(self) -> list[str]:
         return sorted(self.operators)
 

@@ -327,6 +327,13 @@ def _evidence(req: EvidenceRequirement, query: Query, vocab: Vocabulary) -> tupl
         source = f"hotspot.{req.field}={value!r}"
         if req.field == "stage" and hotspot.stage_basis:
             source += f" ({hotspot.stage_basis})"
+    elif req.field == "stage" and (shared := _shared_stage_gemm(query, vocab)) is not None:
+        # a MoE GEMM name that both stages launch (vLLM's and SGLang's Triton fused_moe_kernel,
+        # CK's kernel_moe_gemm): no word of its names, nor of a neighbour, can place it
+        basis = f"; {hotspot.stage_basis}" if hotspot.stage_basis else ""
+        return "unknown", (f"{req.about}: {shared!r} is a MoE GEMM name that states no stage: one kernel runs "
+                           "both (stage 1 gate/up, then stage 2 down per layer), so the name alone cannot place "
+                           f"it{basis}")
     else:
         # sources in priority order: the op name (the hotspot itself) speaks before its neighbours
         names: list[str] = []
@@ -373,6 +380,17 @@ def _evidence(req: EvidenceRequirement, query: Query, vocab: Vocabulary) -> tupl
     if value == req.required:
         return "matched", f"{req.about}: {source}"
     return "failed", f"{req.about}: needs {req.required!r}, got {source}"
+
+
+def _shared_stage_gemm(query: Query, vocab: Vocabulary) -> str | None:
+    """The op name, when the vocabulary calls it a MoE GEMM (``kernel_roles.moe_gemm``) and
+    neither it nor its launching op states a stage (``moe_stage_names``)."""
+    hotspot = query.hotspot
+    if query.role(hotspot.op_name, vocab) != "moe_gemm":
+        return None
+    if vocab.moe_stages_named(hotspot.op_name, hotspot.launch_op):
+        return None
+    return hotspot.op_name
 
 
 def _short(text: str, limit: int = 120) -> str:
@@ -559,6 +577,10 @@ def _evidence_hint(card: Card, criterion: str) -> str:
     parts = []
     if ev.field:
         parts.append(f"--{ev.field} {ev.required} / hotspot.{ev.field}")
+    if ev.field == "stage":
+        parts.append("or match the profile it came from (match-profile FILE / match_profile): its launch order "
+                     "places each launch (sort -> stage-1 GEMM -> activation -> stage-2 GEMM -> top-k reduce "
+                     "such as moe_sum_reduce)")
     if "segment_kernels" in ev.infer_from:
         parts.append("--segment-kernel NAME for the other kernels of the segment")
     return f"{ev.about} ({'; '.join(parts) or 'kernel names that reveal it'})"
