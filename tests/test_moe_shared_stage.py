@@ -173,3 +173,68 @@ def test_a_launch_order_cut_by_idle_gaps_places_each_stage_or_leaves_it_open(ind
     open_one = split[None].model_copy(update={"gen": "gfx950", "regime": "prefill"})
     stage = _stage_reason(_card(match_hotspot(open_one, index)))
     assert stage.status == "unknown" and "does not tell the stages apart" in stage.detail, stage.detail
+
+
+# ---- aiter / CK on MI355X: ck_tile entry points, per-GEMM token permutes ---------------------------
+
+def _flatmm(kind: int) -> str:
+    kernel = ("ck_tile::MoeFlatmmKernel<ck_tile::GemmSpatiallyLocalTilePartitioner<ck_tile::TileGemmShape<"
+              "ck_tile::sequence<16, 128, 256>, ck_tile::sequence<1, 4, 1>, ck_tile::sequence<16, 16, 32>, false, "
+              "false>, 1, 1>, ck_tile::F16xMXF4FlatmmPipelineAGmemBGmemCRegV1<ck_tile::F16xMXF4FlatmmPipelineProblem<"
+              "std::bfloat16_t, ck_tile::pk_float4_e2m1_t, float> >, ck_tile::CShuffleEpilogue<void>, "
+              f"(ck_tile::MoeFlatmmKind){kind}, ck_tile::moe::MoeSilu>")
+    return (f"void ck_tile::kentry<2, {kernel}, {kernel}::MoeFlatmmKernelArgs<ck_tile::FlatmmScalePointer<1, 32, "
+            f"ck_tile::e8m0_bexp_t> > >({kernel}::MoeFlatmmKernelArgs<int>) [clone .kd]")
+
+
+A_TOPK = ("void aiter::grouped_topk_kernel<float, float __vector(4), 1, true, true, false>(float*, float const*, "
+          "float*, int*, unsigned long, unsigned long, int, int, int, int, float) [clone .kd]")
+A_SORT = ("void aiter::opus_moe_sorting_entry<aiter::MoeSortingKernel<aiter::MoeSortingProblemEx<int, float, 1, true, "
+          "false, false, true, 0> >, aiter::MoeSortingKernel<int>::Kargs>(aiter::MoeSortingKernel<int>::Kargs) [clone .kd]")
+A_FILL = ("void at::native::vectorized_elementwise_kernel<8, at::native::FillFunctor<c10::BFloat16>, std::array<char*, "
+          "1ul> >(int, at::native::FillFunctor<c10::BFloat16>, std::array<char*, 1ul>) [clone .kd]")
+A_SWIGLU = ("void aiter::swiglu_act_and_mul_kernel<std::bfloat16_t, std::bfloat16_t, 8>(std::bfloat16_t*, "
+            "std::bfloat16_t const*, int) [clone .kd]")
+A_AR = ("void aiter::cross_device_reduce_1stage<std::bfloat16_t, 4, false>(aiter::RankData*, aiter::RankData*, "
+        "aiter::RankSignals, aiter::Signal*, std::bfloat16_t*, int, int) [clone .kd]")
+CKT_SORT = ("void ck_tile::kentry<2, ck_tile::MoeSortingMultiPhaseKernel_P23<ck_tile::MoeSortingProblemMp<int, float, 2, "
+            "8, true, 0> >, ck_tile::MoeSortingMultiPhaseKernel_P23<int>::Kargs>(int) [clone .kd]")
+FP4_QUANT = "_ZN5aiter30dynamic_per_group_scaled_quantIDF16bN4opus5fp4_tELi32EEEvPT0_PKT_PfPKiii.kd"
+FP4_PERMUTE = "_ZN5aiter21mxfp4_moe_sort_kernelILi32ELi24ELi32EEEvPhPKhPKiS4_iiii.kd"
+MX_GEMM = ("void ck::kernel_moe_mxgemm_2lds<ck::GridwiseMoeGemmMX_BPreshuffle<ck::tensor_layout::gemm::RowMajor, "
+           "ck::tensor_layout::gemm::ColumnMajor, ck::Tuple<>, ck::tensor_layout::gemm::RowMajor, ck::f4x2_pk_t, "
+           "ck::e8m0_bexp_t, ck::f4x2_pk_t, ck::e8m0_bexp_t, float, float, ck::Tuple<>, ck::bhalf_t>, true>"
+           "(ck::GridwiseMoeGemmMX_BPreshuffle<int>::Argument) [clone .kd]")
+
+
+def test_a_ck_tile_entry_point_is_named_by_the_kernel_it_launches():
+    from trace_readers.kernel_names import short_name
+
+    assert short_name(_flatmm(3)) == short_name(_flatmm(2)) == "ck_tile::MoeFlatmmKernel"
+    assert short_name(CKT_SORT) == "ck_tile::MoeSortingMultiPhaseKernel_P23"
+    assert short_name("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, "
+                      "int>, int> >(cutlass::gemm::kernel::GemmUniversal<int>::Params)") == \
+        "cutlass::gemm::kernel::GemmUniversal"
+
+
+def test_vllm_aiter_flatmm_moe_launch_order_places_both_stages():
+    # vLLM on MI355X (aiter, MXFP4): route, sort, zero the output, gate/up flatmm, swiglu, down
+    # flatmm accumulating into it, then the TP all-reduce
+    layer = [(A_TOPK, 4_000), (A_SORT, 7_000), (A_FILL, 4_000), (_flatmm(3), 26_000), (A_SWIGLU, 4_000),
+             (_flatmm(2), 15_000), (A_AR, 8_000)]
+    s = load_profile(content=kernel_trace_csv(layer * 3), top=50)
+    stages = {ph.full_name: (ph.hotspot.op_name, ph.hotspot.stage) for ph in s.hotspots}
+    assert stages[_flatmm(3)] == ("ck_tile::MoeFlatmmKernel", "stage1")
+    assert stages[_flatmm(2)] == ("ck_tile::MoeFlatmmKernel", "stage2")
+
+
+def test_atom_ck_mxfp4_moe_launch_order_with_per_gemm_permutes_places_both_stages():
+    # ATOM / aiter CK MXFP4: sort, then before each GEMM an fp4 quant and a token permute;
+    # one kernel_moe_mxgemm_2lds name for both GEMMs (activation fused into gate/up)
+    layer = [(CKT_SORT, 7_000), (FP4_QUANT, 4_000), (FP4_PERMUTE, 4_000), (MX_GEMM, 250_000),
+             (FP4_QUANT, 4_000), (FP4_PERMUTE, 4_000), (MX_GEMM, 180_000)]
+    s = load_profile(content=kernel_trace_csv(layer * 2), top=50)
+    (ph,) = [ph for ph in s.hotspots if ph.full_name == MX_GEMM]
+    split = {h.stage: h for h in ph.per_variant(s.total_gpu_time_ns)}
+    assert set(split) == {"stage1", "stage2"} and "2nd MoE GEMM" in split["stage2"].stage_basis
+    assert split["stage1"].pct_gpu > split["stage2"].pct_gpu
