@@ -55,6 +55,14 @@ REAL_NAMES = {
     "cutlass3x_sm90_tensorop_gemm_e4m3_e4m3_f32_void_f16_128x128x64_1x1x1_0_tnn_align16": ((E4M3,), "fp16"),
     "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_void_bf16_128x256x64_2x1x1_0_tnt_align8_warpspecialized": (("bf16",), "bf16"),
     "cutlass_80_tensorop_bf16_s16816gemm_bf16_128x128_32x3_tn_align8": (("bf16",), "bf16"),
+    "cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_256x64_32x4_nn_align8": (("bf16",), "bf16"),
+    "ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_nn": (("bf16",), "bf16"),
+    # aiter's CK 2-stage MoE instances (..._<A>_<B>_<out>) and FlyDSL's a<A>_w<B>_<out>
+    "moe_ck2stages_gemm1_64x32x32x128_1x1_MulABScaleShuffled_v3_Nswizzle0_Quant3_MulRoutedWeight0_silu_FP4X2_FP4X2_B16":
+        (("fp4_e2m1",), "bf16"),
+    "moe_ck2stages_gemm2_256x32x128x128_1x4_MulABScaleExpertWeight_v3_Nswizzle0_Quant2_MulRoutedWeight1_F8_F8_B16":
+        ((E4M3,), "bf16"),
+    "flydsl_moe2_afp4_wfp4_bf16_t32x128x256_atomic": (("fp4_e2m1",), "bf16"),
     # aiter asm <operands>gemm_<out>; aiter CK instances and ops (a8w8: the one dtype word)
     "_ZN5aiter42fp8gemm_bf16_blockscale_BpreShuffle_64x128E": ((E4M3,), "bf16"),
     "a8w8_blockscale_bpreshuffle_1x128x128_256x64x256x128_16x16_16x16_8x32x1_8x32x1_1x32x1x8_8x8x1_1x2_intrawave_v1":
