@@ -143,3 +143,22 @@ def test_match_skill_over_mcp_applies_the_card_to_the_ck_kernel():
     result = with_client(build(), lambda c: c.call_tool("match_skill", {"hotspot": hotspot}))
     assert not result.is_error, text(result)
     assert [m["card_id"] for m in result.structured_content["matches"]] == [BS], text(result)
+
+
+@pytest.mark.parametrize("unit", ["cutlass_", "cutlass3x_sm90_", "cutlass_tensorop_", "Cijk_Alik_Bljk_", "nvjet_",
+                                  "xmma_gemm_", "ampere_bf16_s16816", "f8_", "afp8_", "fp8gemm_", "FP4X2_",
+                                  "ck::Gridwise<ck::tensor_layout::gemm::RowMajor, "])
+def test_reading_a_4kb_adversarial_name_stays_cheap(unit):
+    """Each convention is bounded per start: no name of the 4 KB cap costs quadratic time (a lazy
+    ``\\w*?`` after a repeated prefix took 225 ms here; the matcher's whole query costs ~4 ms)."""
+    name, vocab = (unit * (4096 // len(unit) + 1))[:4096], vocabulary()
+    best = min(_timed(vocab.dtypes_in, name) for _ in range(3))
+    assert best < 0.05, f"{best * 1000:.1f} ms"
+
+
+def _timed(fn, arg) -> float:
+    import time
+
+    t = time.perf_counter()
+    fn(arg)
+    return time.perf_counter() - t
