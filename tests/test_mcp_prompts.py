@@ -27,6 +27,7 @@ def test_prompt_walks_the_workflow_and_states_the_contract_and_rules():
     assert "Parity gates everything" in body and "A fast wrong kernel scores 0" in body
     assert "Score whole segments" in body
     assert BLOCKSCALE_OP in body and '"gen": "MI355X"' in body
+    assert '"shape": "4096x2048x7168"' in body  # the shape as given: match_skill takes the text
 
 
 def test_prompt_says_how_to_enable_gated_tools_when_they_are_off():

@@ -31,8 +31,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, count
-from operator import le, ne
+from itertools import compress, count, repeat
+from operator import eq, le, ne
 from typing import Any
 
 from trace_readers.errors import TraceReadError
@@ -378,7 +378,8 @@ def _stage_variants(k: KernelSummary, idx: list[int], durs: list[int], stages: S
     if not distinct:
         return
     d = list(map(durs.__getitem__, idx))
-    variants = [Variant(None, None, stage, tags.count(stage), sum(compress(d, map(stage.__eq__, tags))))
+    # operator.eq, not str.__eq__: "stage1".__eq__(None) is NotImplemented, which compress counts as true
+    variants = [Variant(None, None, stage, tags.count(stage), sum(compress(d, map(eq, tags, repeat(stage)))))
                 for stage in distinct]
     k.variants = sorted(variants, key=lambda v: (-v.total_ns, v.stage or ""))
 

@@ -6,7 +6,9 @@ often several kilobytes) or still mangled (hand-written assembly kernels, e.g.
 ``_ZN5aiter43fp8gemm_bf16_blockscale_BpreShuffle_128x128E.kd``). The short name keeps the
 qualified function name and drops the return type, template arguments and parameters:
 ``ck::kernel_gemm_xdl_cshuffle_v3_multi_d_blockscale_b_preshuffle``. Names that are not
-C++ (Triton, FlyDSL) pass through unchanged. A trailing ``[clone .kd]`` (older rocprof
+C++ (Triton, FlyDSL) pass through unchanged. A generic entry point (``ck_tile::kentry``,
+``cutlass::device_kernel``) is named by the kernel class it launches
+(``ck_tile::MoeFlatmmKernel``), else every ck_tile kernel would read the same. A trailing ``[clone .kd]`` (older rocprof
 tools append it to every kernel of ``results.stats.csv``) is dropped from the short name.
 """
 from __future__ import annotations
@@ -141,6 +143,40 @@ def strip_clone_suffix(name: str) -> str:
     return _CLONE_SUFFIX.sub("", name) if name.endswith("]") else name
 
 
+# Generic entry points whose template argument is the kernel proper: every ck_tile kernel is a
+# ``ck_tile::kentry<N, Kernel, Args>`` and every CUTLASS 3 kernel a ``cutlass::device_kernel<Op>``,
+# so their short names would all read the same. Their short name is the launched class.
+LAUNCHERS = frozenset({"ck_tile::kentry", "cutlass::device_kernel", "cutlass::Kernel", "cutlass::Kernel2"})
+_NUMBER = re.compile(r"\(?[\w:]*\)?\s*-?\d+[uUlL]*|true|false")
+
+
+def _launched(head: str, launcher: str) -> str | None:
+    """The first type among the launcher's top-level template arguments, templates stripped."""
+    start = head.find(launcher + "<")
+    if start < 0:
+        return None
+    depth, arg, args = 0, [], []
+    for ch in head[start + len(launcher) + 1:]:
+        if ch in "<([":
+            depth += 1
+        elif ch in ">)]":
+            if depth == 0:
+                args.append("".join(arg))
+                break
+            depth -= 1
+        elif ch == "," and depth == 0:
+            args.append("".join(arg))
+            arg = []
+            continue
+        arg.append(ch)
+    for a in args:
+        a = a.strip()
+        if a and not _NUMBER.fullmatch(a):
+            name = _strip_templates(a).strip()
+            return name.removeprefix("struct ").removeprefix("class ").strip() or None
+    return None
+
+
 def short_name(name: str) -> str:
     """A short, readable kernel name (see the module docstring); never empty."""
     raw = strip_clone_suffix(name.strip())
@@ -152,9 +188,10 @@ def short_name(name: str) -> str:
     elif not _balanced(raw):
         text = raw  # not a C++ signature we can take apart safely
     else:
-        text = _cut_parameters(raw)
-        text = _strip_templates(text)
-        text = _after_return_type(text.strip()).strip()
+        head = _cut_parameters(raw)
+        text = _after_return_type(_strip_templates(head).strip()).strip()
+        if text in LAUNCHERS:  # ck_tile::kentry<2, ck_tile::MoeFlatmmKernel<...>, ...>: the kernel is the argument
+            text = _launched(head, text) or text
     if not text:
         text = raw
     if len(text) > MAX_SHORT_NAME:

@@ -34,11 +34,12 @@ _DYNAMIC = ("__getattr__", "globals", "exec", "setattr", "sys.modules", "import 
 
 
 def resolve_shapes(problem: Problem, shapes: list[str] | None) -> list[str]:
-    """Shape strings to verify: the given ones (validated), else the problem's own."""
+    """Shape strings to verify: the given ones (validated, then written the one canonical way,
+    e.g. ``4096x2048x7168`` for ``M=4096,N=2048,K=7168``), else the problem's own."""
     if shapes:
-        for s in shapes:
-            problem.parse_shape(s)  # raises ValueError naming the shape and the expected form
-        return list(shapes)
+        # raises ShapeTextError (a ValueError) naming the shape and the expected form
+        parsed = [problem.parse_shape(s) for s in shapes]
+        return ["x".join(str(d[n]) for n in problem.dim_names) for d in parsed]
     if not problem.shapes:
         raise ValueError(f"problem {problem.name!r} declares no shapes; pass --shape")
     return ["x".join(str(d[n]) for n in problem.dim_names) for d in problem.shapes]

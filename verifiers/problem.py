@@ -28,13 +28,14 @@ import hashlib
 import importlib
 import importlib.util
 import os
-import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from verifiers import card_folder
+
+from verifiers.shape_text import parse_shape_text
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -238,36 +239,10 @@ def for_platform(problem: Problem, platform: str) -> Problem:
 
 
 def parse_shape(text: str, dim_names: tuple[str, ...]) -> Dims:
-    text = text.strip()
-    if "=" in text:
-        dims: Dims = {}
-        for part in re.split(r"[,\s]+", text):
-            if not part:
-                continue
-            key, _, value = part.partition("=")
-            if key not in dim_names:
-                raise ValueError(f"shape {text!r}: unknown dimension {key!r}; expected {dim_names}")
-            dims[key] = _positive_int(value, key, text)
-        missing = [d for d in dim_names if d not in dims]
-        if missing:
-            raise ValueError(f"shape {text!r}: missing {missing}; expected all of {dim_names}")
-        return dims
-    parts = re.split(r"[xX×]", text)
-    if len(parts) != len(dim_names):
-        raise ValueError(
-            f"shape {text!r}: expected {len(dim_names)} values {'x'.join(dim_names)}"
-        )
-    return {name: _positive_int(v, name, text) for name, v in zip(dim_names, parts)}
-
-
-def _positive_int(value: str, name: str, text: str) -> int:
-    try:
-        v = int(value)
-    except ValueError:
-        raise ValueError(f"shape {text!r}: {name}={value!r} is not an integer") from None
-    if v <= 0:
-        raise ValueError(f"shape {text!r}: {name} must be positive, got {v}")
-    return v
+    """Shape text over ``dim_names`` through the project's one parser (``shape_text``):
+    ``24x96x64x8x2`` positionally or ``M=24,N=96,...`` by name; a ShapeTextError (a
+    ValueError) names the expected form."""
+    return parse_shape_text(text, dim_names)
 
 
 def resolve_callable(spec: str, package: str | None = None) -> Callable[..., Any]:

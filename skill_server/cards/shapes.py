@@ -10,77 +10,33 @@ the class's validated shapes.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
+# the one shape parser (standard library only, shared with the verifiers)
+from verifiers.shape_text import MAX_SHAPE_DIM, ShapeTextError, parse_shape_text, shape_dims  # noqa: F401
+
 if TYPE_CHECKING:  # pragma: no cover
     from skill_server.cards.schema import Predicate, RecipeRow, ShapeClass
 
 OUT_BYTES = 2  # bf16 output, as every GEMM card here writes
-MAX_SHAPE_DIM = 2**31 - 1  # the same cap as hotspot.GemmShape: metrics stay finite floats
 SCALE_BLOCK_K = 128  # K tile of the block-scale promote
 
 
-class ShapeTextError(ValueError):
-    """A shape text that is not ``MxNxK`` or ``name=value,...`` with positive integers."""
-
-
-_POSITIONAL = re.compile(r"\s*[xX×*,\s]\s*")
-
-
-def parse_shape_text(text: str) -> dict[str, int]:
-    """The one shape parser of the server: ``4096x2048x7168`` (M, N, K; ``x``, ``×``, ``*``,
-    commas or spaces between) or ``M=16384,N=2880,K=2880,E=128,top_k=4`` (any names, in
-    order). Every value is a positive integer up to ``MAX_SHAPE_DIM``."""
-    if not isinstance(text, str):
-        raise ShapeTextError(f"shape of type {type(text).__name__}: expected text such as 4096x2048x7168")
-    shown = text.strip()[:80]
-    body = text.strip()
-    dims: dict[str, int] = {}
-    if "=" in body:
-        for part in re.split(r"[,;\s]+", body):
-            if not part:
-                continue
-            key, sep, value = part.partition("=")
-            key = key.strip()
-            if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,31}", key):
-                raise ShapeTextError(f"shape {shown!r}: expected name=value pairs, got {part[:40]!r}")
-            if key in dims:
-                raise ShapeTextError(f"shape {shown!r}: {key} given twice")
-            dims[key] = _dim(value, key, shown)
-        if not dims:
-            raise ShapeTextError(f"shape {shown!r}: no name=value pairs")
-        return dims
-    parts = [p for p in _POSITIONAL.split(body) if p]
-    if len(parts) != 3:
-        raise ShapeTextError(f"shape {shown!r}: expected MxNxK with three positive integers, e.g. 4096x2048x7168, "
-                             "or name=value pairs")
-    return {k: _dim(v, k, shown) for k, v in zip(("M", "N", "K"), parts)}
-
-
-def _dim(value: str, name: str, shown: str) -> int:
-    text = value.strip()
-    if not text.isdigit():
-        raise ShapeTextError(f"shape {shown!r}: {name}={text[:20]!r} is not a positive integer")
-    if len(text) > 12 or not 0 < int(text) <= MAX_SHAPE_DIM:
-        raise ShapeTextError(f"shape {shown!r}: {name}={text[:20]} is out of range (1 to {MAX_SHAPE_DIM})")
-    return int(text)
-
-
 def parse_gemm_shape(value):
-    """A ``hotspot.GemmShape`` from one (returned as is), a dict {M, N, K} or shape text."""
+    """A ``hotspot.GemmShape`` from one (returned as is), a dict {M, N, K}, a list [M, N, K] or
+    shape text: every front end's GEMM shape goes through here (and so through the one
+    parser, ``verifiers.shape_text``)."""
     from skill_server.matching.hotspot import GemmShape
 
     if isinstance(value, GemmShape):
         return value
-    dims = value if isinstance(value, dict) else parse_shape_text(value)
-    missing = [k for k in ("M", "N", "K") if k not in dims]
-    if missing or set(dims) - {"M", "N", "K", "groups"}:
-        raise ShapeTextError(f"shape {str(value)[:80]!r}: a GEMM shape has M, N and K (e.g. 4096x2048x7168)")
-    return GemmShape(**dims)
+    if isinstance(value, dict) and "groups" in value:
+        dims = shape_dims({k: v for k, v in value.items() if k != "groups"})
+        return GemmShape(**dims, groups=value["groups"])
+    return GemmShape(**shape_dims(value))
 
 
 def _ceil_div(a: int, b: int) -> int:

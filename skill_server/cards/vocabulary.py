@@ -11,6 +11,8 @@ from pathlib import Path
 
 import yaml
 
+from skill_server.cards.name_dtypes import Convention, ConventionError, NameDtypes, compile_conventions, read_name
+
 VOCABULARY_FILE = Path(__file__).resolve().parents[1] / "data" / "vocabulary.yaml"
 
 
@@ -62,6 +64,7 @@ class Vocabulary:
     kernel_roles: dict[str, re.Pattern[str]] | None = None
     moe_stage_names: dict[str, re.Pattern[str]] | None = None
     regimes: RegimeThresholds | None = None
+    dtype_conventions: tuple[Convention, ...] = ()
 
     # -- normalisation -------------------------------------------------------------
     def _gen_lookup(self, text: str) -> str | None:
@@ -136,9 +139,16 @@ class Vocabulary:
         hits = [fmt for fmt, rx in self.scale_hints.items() if rx.search(name)]
         return hits[0] if len(hits) == 1 else None
 
+    def dtypes_in(self, name: str) -> NameDtypes | None:
+        """The operand (and output) dtypes a name states: by its library's naming convention
+        (``dtype_name_conventions``: CK's ``_f8_f8_bf16`` is A fp8, B fp8, output bf16), else
+        the one dtype word it contains (``dtype_name_hints``)."""
+        return read_name(self.dtype_conventions, self.dtype_hints, name)
+
     def dtype_in(self, name: str) -> str | None:
-        hits = [dt for dt, rx in self.dtype_hints.items() if rx.search(name)]
-        return hits[0] if len(hits) == 1 else None
+        """The operand dtype a name states, when A and B agree."""
+        found = self.dtypes_in(name)
+        return found.operands[0] if found is not None and len(found.operands) == 1 else None
 
     def kernel_role(self, *names: str | None) -> str | None:
         """The MoE-layer role of a kernel (``kernel_roles``): the first role, in the
@@ -152,6 +162,10 @@ class Vocabulary:
         """The stage a MoE GEMM's names state outright, when exactly one does."""
         hits = {stage for stage, rx in (self.moe_stage_names or {}).items() if any(n and rx.search(n) for n in names)}
         return hits.pop() if len(hits) == 1 else None
+
+    def moe_stages_named(self, *names: str | None) -> set[str]:
+        """Every stage any of the names states (none: a name both stages share)."""
+        return {stage for stage, rx in (self.moe_stage_names or {}).items() if any(n and rx.search(n) for n in names)}
 
     def known_operators(self) -> list[str]:
         return sorted(self.operators)
@@ -208,4 +222,12 @@ def vocabulary() -> Vocabulary:
         kernel_roles={k: _compile(v, f"kernel_roles.{k}") for k, v in (raw.get("kernel_roles") or {}).items()},
         moe_stage_names={k: _compile(v, f"moe_stage_names.{k}") for k, v in (raw.get("moe_stage_names") or {}).items()},
         regimes=RegimeThresholds(**raw["regime_from_m"]) if raw.get("regime_from_m") else None,
+        dtype_conventions=_conventions(raw.get("dtype_name_conventions")),
     )
+
+
+def _conventions(raw) -> tuple[Convention, ...]:
+    try:
+        return compile_conventions(raw, "dtype_name_conventions")
+    except ConventionError as exc:
+        raise VocabularyError(f"{VOCABULARY_FILE}: {exc}") from None

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 # Caps that keep one match bounded (issue 13): a kernel name longer than 4 KB is not a
@@ -53,6 +53,20 @@ class GemmShape(BaseModel):
         return text if self.groups is None else f"{text} ({self.groups} groups)"
 
 
+def _shape_in(v: object) -> object:
+    """Any shape spelling a front end accepts -> GemmShape, through the one parser."""
+    if v is None or isinstance(v, GemmShape):
+        return v
+    from skill_server.cards.shapes import parse_gemm_shape
+
+    return parse_gemm_shape(v)  # a ShapeTextError (ValueError) names the expected form
+
+
+# A shape argument of any front end: "4096x2048x7168", "M=4096,N=2048,K=7168", {M, N, K} or
+# [M, N, K]; always a GemmShape (or None) once validated. The schema says object or string.
+ShapeIn = Annotated[GemmShape | str | None, BeforeValidator(_shape_in)]
+
+
 class Hotspot(BaseModel):
     """op_name plus what is known: a missing field is unknown, never guessed."""
 
@@ -67,7 +81,7 @@ class Hotspot(BaseModel):
     dtype: str | None = Field(None, description="operand dtype, e.g. fp8_e4m3")
     scale_format: str | None = Field(None, description="e.g. fp32_block, ue8m0_1x32")
     regime: Literal["prefill", "decode"] | None = None
-    shape: GemmShape | None = None
+    shape: ShapeIn = Field(None, description='"MxNxK" or {M,N,K}')
     stage: Literal["stage1", "stage2"] | None = Field(None, description="MoE stage when known")
     # how the stage was found (its place in the MoE launch sequence), or why it could not be;
     # set by profile ingestion, left out of the tools' input schema

@@ -22,6 +22,7 @@ from skill_server.cards.schema import Card, EvidenceRequirement, RecipeRow
 from skill_server.reverify.claims import Reverification
 from skill_server.matching.hotspot import Hotspot
 from skill_server.matching.regex_literals import required_literals
+from skill_server.cards.name_dtypes import NameDtypes
 from skill_server.cards.shapes import ShapeSelection, check_constraints, select_shape_class
 from skill_server.cards.vocabulary import Vocabulary, VocabularyError, vocabulary
 
@@ -276,7 +277,7 @@ class Query:
     hotspot: Hotspot
     names: list[str]  # op name, then the launching op
     operators: list[str]
-    dtype_in_name: str | None
+    dtype_in_name: NameDtypes | None  # operand (and output) dtypes the names state, by naming convention
     scale_in_name: str | None
     hits: dict[str, str] | None  # pattern -> the name it matched (None: no index, search per card)
     roles: dict[str, str | None] = field(default_factory=dict)  # name -> vocabulary kernel role
@@ -288,7 +289,7 @@ class Query:
             op for n in names for op in vocab.operators_in(n)))
         return cls(
             hotspot=hotspot, names=names, operators=operators,
-            dtype_in_name=next((d for n in names if (d := vocab.dtype_in(n))), None),
+            dtype_in_name=next((d for n in names if (d := vocab.dtypes_in(n))), None),
             scale_in_name=next((f for n in names if (f := vocab.scale_format_in(n))), None),
             hits=index.search(names) if index is not None else None,
         )
@@ -326,6 +327,13 @@ def _evidence(req: EvidenceRequirement, query: Query, vocab: Vocabulary) -> tupl
         source = f"hotspot.{req.field}={value!r}"
         if req.field == "stage" and hotspot.stage_basis:
             source += f" ({hotspot.stage_basis})"
+    elif req.field == "stage" and (shared := _shared_stage_gemm(query, vocab)) is not None:
+        # a MoE GEMM name that both stages launch (vLLM's and SGLang's Triton fused_moe_kernel,
+        # CK's kernel_moe_gemm): no word of its names, nor of a neighbour, can place it
+        basis = f"; {hotspot.stage_basis}" if hotspot.stage_basis else ""
+        return "unknown", (f"{req.about}: {shared!r} is a MoE GEMM name that states no stage: one kernel runs "
+                           "both (stage 1 gate/up, then stage 2 down per layer), so the name alone cannot place "
+                           f"it{basis}")
     else:
         # sources in priority order: the op name (the hotspot itself) speaks before its neighbours
         names: list[str] = []
@@ -372,6 +380,17 @@ def _evidence(req: EvidenceRequirement, query: Query, vocab: Vocabulary) -> tupl
     if value == req.required:
         return "matched", f"{req.about}: {source}"
     return "failed", f"{req.about}: needs {req.required!r}, got {source}"
+
+
+def _shared_stage_gemm(query: Query, vocab: Vocabulary) -> str | None:
+    """The op name, when the vocabulary calls it a MoE GEMM (``kernel_roles.moe_gemm``) and
+    neither it nor its launching op states a stage (``moe_stage_names``)."""
+    hotspot = query.hotspot
+    if query.role(hotspot.op_name, vocab) != "moe_gemm":
+        return None
+    if vocab.moe_stages_named(hotspot.op_name, hotspot.launch_op):
+        return None
+    return hotspot.op_name
 
 
 def _short(text: str, limit: int = 120) -> str:
@@ -450,15 +469,19 @@ def evaluate_card(card: Card, hotspot: Hotspot, index: CardIndex | None = None, 
             + ("" if ok else "; the recipe is generation-specific, keep the existing path"), WEIGHTS["gen"])
 
     # dtype -------------------------------------------------------------------------
-    dtype, how = hotspot.dtype, "given"
-    if dtype is None:
-        dtype, how = query.dtype_in_name, "inferred from the names"
-    if dtype is None:
+    named = query.dtype_in_name
+    if hotspot.dtype is not None:
+        ok = _in(hotspot.dtype, m.dtypes, vocab.dtype)
+        add("dtype", "matched" if ok else "failed",
+            f"dtype {hotspot.dtype} (given) {'is' if ok else 'is not'} one of {m.dtypes}", WEIGHTS["dtype"])
+    elif named is None:
         add("dtype", "unknown", f"dtype not given; card covers {m.dtypes}", WEIGHTS["dtype"], "dtype" in req)
     else:
-        ok = _in(dtype, m.dtypes, vocab.dtype)
-        add("dtype", "matched" if ok else "failed",
-            f"dtype {dtype} ({how}) {'is' if ok else 'is not'} one of {m.dtypes}", WEIGHTS["dtype"])
+        # the operands decide (A and B both), never the output a name also spells
+        outside = [d for d in named.operands if not _in(d, m.dtypes, vocab.dtype)]
+        verdict = f"{'is' if len(named.operands) == 1 else 'are'} one of {m.dtypes}" if not outside else \
+            f"{' and '.join(outside)} {'is' if len(outside) == 1 else 'are'} not one of {m.dtypes}"
+        add("dtype", "failed" if outside else "matched", named.describe(verdict), WEIGHTS["dtype"])
 
     # scale format ----------------------------------------------------------------
     if m.scale_formats is None:
@@ -554,6 +577,10 @@ def _evidence_hint(card: Card, criterion: str) -> str:
     parts = []
     if ev.field:
         parts.append(f"--{ev.field} {ev.required} / hotspot.{ev.field}")
+    if ev.field == "stage":
+        parts.append("or match the profile it came from (match-profile FILE / match_profile): its launch order "
+                     "places each launch (sort -> stage-1 GEMM -> activation -> stage-2 GEMM -> top-k reduce "
+                     "such as moe_sum_reduce)")
     if "segment_kernels" in ev.infer_from:
         parts.append("--segment-kernel NAME for the other kernels of the segment")
     return f"{ev.about} ({'; '.join(parts) or 'kernel names that reveal it'})"

@@ -6,6 +6,7 @@ so the agent can stop and ask instead of improvising.
 """
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 from mcp.server import MCPServer
@@ -36,7 +37,8 @@ def register(server: MCPServer, service: SkillService, settings: ServerSettings)
 def workflow_text(op_name: str, gen: str, shape: str, pct_gpu: str, *, has_verify: bool, has_record: bool,
                   verify_tool: str, record_tool: str) -> str:
     known = ", ".join(f"{k}={v}" for k, v in (("gen", gen), ("shape", shape), ("pct_gpu", pct_gpu)) if v)
-    shape_arg = f', "shape": {{"M": .., "N": .., "K": ..}} (from {shape})' if shape else ""
+    # the shape as given: match_skill reads the same spellings as every other front end
+    shape_arg = f', "shape": {json.dumps(shape)}' if shape else ""
     if has_verify:
         verify = (f"Call `{verify_tool}` with the card id, your candidate file (FILE.py:build) and the shapes. It "
                   "runs the card's problem: parity against the oracle on several seeds and perturbed inputs, the "

@@ -21,7 +21,7 @@ from pydantic import Field
 
 from skill_server.mcp import answers
 from skill_server.policy.client_policy import ClientInputError
-from skill_server.matching.hotspot import GemmShape, Hotspot
+from skill_server.matching.hotspot import Hotspot, ShapeIn
 from skill_server.mcp.common import READ_ONLY, run_off_loop, tool_errors
 from skill_server.mcp.settings import ServerSettings
 from skill_server.service.facade import MAX_PAGE, SkillService
@@ -120,7 +120,7 @@ def register(server: MCPServer, service: SkillService, settings: ServerSettings)
     @tool_errors
     async def get_recipe(
         card_id: str,
-        shape: Annotated[GemmShape | str | None, Field(description='"MxNxK": selects the recipe row')] = None,
+        shape: Annotated[ShapeIn, Field(description='"MxNxK": selects the recipe row')] = None,
         section: Annotated[str | None, Field(description='e.g. "Procedure", "pitfalls", "recipes"')] = None,
         full: Annotated[bool, Field(description="the whole SKILL.md")] = False,
     ) -> CallToolResult:

@@ -144,7 +144,9 @@ def _hotspot(k, rank: int, pct: float, profile: Profile, gen: str | None, basis:
         if len(segment) >= MAX_SEGMENT_KERNELS:
             break
     launch_names = sorted({op.name for op, _ in k.launch_ops})
-    stage = _only(v.stage for v in variants) if placed_calls == k.calls or len(variants) == 1 else None
+    # a stage only when every call was placed in it: a MoE GEMM name both stages share, with
+    # some calls placed by launch order and the rest not, is not one stage's kernel
+    stage = _only(v.stage for v in variants) if placed_calls == k.calls else None
     hotspot = Hotspot(
         op_name=op_name[:MAX_NAME_CHARS],
         launch_op=launch_names[0][:MAX_NAME_CHARS] if len(launch_names) == 1 else None,

@@ -89,7 +89,10 @@ class ProfiledHotspot(BaseModel):
         """One hotspot per variant when the kernel ran at several shapes or in both MoE
         stages (the cards pick recipes by shape and stage, so each deserves its own match),
         plus one for the dispatches no variant placed. Otherwise just ``hotspot``."""
-        if len(self.variants) < 2:
+        # one stage placed and calls left unplaced: the rest may be the other stage, so they
+        # are matched apart (stage unknown) rather than under the placed one
+        staged_rest = len(self.variants) == 1 and self.variants[0].stage is not None and self.unplaced_calls > 0
+        if len(self.variants) < 2 and not staged_rest:
             return [self.hotspot]
         out = [
             self.hotspot.model_copy(update={

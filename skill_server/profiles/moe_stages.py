@@ -179,6 +179,11 @@ def _settle(layer: _Layer, stages: dict[int, str | None], bases: dict[int, str |
     elif len(layer.activations) == 1:
         split = layer.activations[0]
         how = "{side} the layer's activation kernel{opened}"
+    elif len(gemms) == 1 and layer.opener is None and gemms[0][0] + 1 in layer.reduces:
+        # a run cut by an idle gap: one GEMM right before a top-k reduce, which sums stage-2
+        # outputs (with a sort before it too, the layer could be a one-kernel MoE: left open)
+        split = 0
+        how = "the MoE GEMM directly before its layer's top-k reduce, which sums the stage-2 outputs"
     for pos, (i, stated, named_by) in enumerate(gemms):
         if stated is not None:
             stages[i], bases[i] = stated, _basis("named", named_by)
