@@ -49,7 +49,9 @@ def _load() -> None:
     global _LOADED
     if _LOADED:
         return
-    from verifiers.gfx950.emulator.ops import ds, flow, lanes, mfma, salu, smem, valu_convert, valu_float, valu_int, vmem  # noqa: F401
+    from verifiers.gfx950.emulator.ops import (  # noqa: F401
+        atomics, ds, ds_transpose, flow, lanes, mfma, salu, smem, valu_convert, valu_float, valu_int, vmem,
+    )
 
     _LOADED = True
 
