@@ -90,6 +90,15 @@ def _poison_lines(p: np.ndarray, m: int, k: int, elem_bytes: int) -> np.ndarray:
     return out
 
 
+def scale_byte(ins, src: int) -> int:  # noqa: ANN001
+    """Which byte of the scale register a scaled MFMA reads for src 0 (A) or 1 (B):
+    OPSEL[src] is bit 0 of the byte index, OPSEL_HI[src] bit 1 (confirmed by Triton's
+    16x16x128 dot_scaled, which uses all four combinations)."""
+    sel = ins.modifiers.get("op_sel", (0, 0, 0))
+    sel_hi = ins.modifiers.get("op_sel_hi", (0, 0, 0))
+    return (sel[src] if len(sel) > src else 0) | ((sel_hi[src] if len(sel_hi) > src else 0) << 1)
+
+
 def _scales(w, ins, idx: int, opsel: int, m: int, k: int):  # noqa: ANN001
     """[m, k] float64 per-element scale of one operand from its scale register."""
     v, p = w.vread(ins.operands[idx], ins)
@@ -135,12 +144,8 @@ def _mfma(w, ins):  # noqa: ANN001
     poison_rows = _poison_lines(a_p, mm, kk, elem)
     poison_cols = _poison_lines(b_p, nn, kk, elem)
     if scaled:
-        sel = ins.modifiers.get("op_sel", (0, 0, 0))
-        sel_hi = ins.modifiers.get("op_sel_hi", (0, 0, 0))
-        opsel_a = (sel[0] if len(sel) > 0 else 0) | ((sel_hi[0] if len(sel_hi) > 0 else 0) << 1)
-        opsel_b = (sel[1] if len(sel) > 1 else 0) | ((sel_hi[1] if len(sel_hi) > 1 else 0) << 1)
-        sa, pa = _scales(w, ins, 4, opsel_a, mm, kk)
-        sb, pb = _scales(w, ins, 5, opsel_b, nn, kk)
+        sa, pa = _scales(w, ins, 4, scale_byte(ins, 0), mm, kk)
+        sb, pb = _scales(w, ins, 5, scale_byte(ins, 1), nn, kk)
         A = A * sa
         B = B * sb
         poison_rows |= _poison_lines(pa, mm, kk, elem)
