@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from verifiers.gfx950.emulator.numerics import fma_f32
+from verifiers.gfx950.emulator.ops import batched as B
 from verifiers.gfx950.emulator.ops import op
 from verifiers.gfx950.emulator.ops.common import PURE, bits, f32, full_poison, lanes_to_bits, output_mods, srcs, write, write_mask
 from verifiers.gfx950.emulator.operands import VCC
@@ -227,37 +228,61 @@ def _div_fixup(w, ins):  # noqa: ANN001
 
 
 # ------------------------------------------------------------------ packed f32 (VOP3P)
-def _pk_operand(w, ins, k: int, types: str = "f32"):  # noqa: ANN001
-    """Lo/hi f32 halves of packed source ``k`` after op_sel / op_sel_hi / neg_lo / neg_hi."""
-    v, p = w.vread_parts(ins.operands[1 + k], ins, "b64", 2)
+def _pk_halves(ins, k: int, v: np.ndarray, p: np.ndarray):  # noqa: ANN001
+    """Lo/hi f32 halves (and their dwords' poison) of packed source ``k`` from its two dwords
+    (``v``, ``p``: [..., 2, lanes]) after op_sel / op_sel_hi / neg_lo / neg_hi."""
     sel = ins.modifiers.get("op_sel", (0, 0, 0))
     sel_hi = ins.modifiers.get("op_sel_hi", (1, 1, 1))
     neg_lo = ins.modifiers.get("neg_lo", (0, 0, 0))
     neg_hi = ins.modifiers.get("neg_hi", (0, 0, 0))
     i_lo = 1 if k < len(sel) and sel[k] else 0
     i_hi = 1 if k >= len(sel_hi) or sel_hi[k] else 0
-    lo, hi = v[i_lo].copy(), v[i_hi].copy()
+    lo, hi = v[..., i_lo, :].copy(), v[..., i_hi, :].copy()
     if k < len(neg_lo) and neg_lo[k]:
         lo ^= U32(0x80000000)
     if k < len(neg_hi) and neg_hi[k]:
         hi ^= U32(0x80000000)
-    return f32(lo), f32(hi), (p[i_lo], p[i_hi])  # poison of the dword each half reads
+    return f32(lo), f32(hi), (p[..., i_lo, :], p[..., i_hi, :])
+
+
+def _pk_math(ins, fn, parts):  # noqa: ANN001
+    """(lo bits, hi bits, lo poison, hi poison) of a packed op over its sources' halves."""
+    p_lo, p_hi = parts[0][2]
+    for part in parts[1:]:
+        p_lo, p_hi = p_lo | part[2][0], p_hi | part[2][1]
+    with np.errstate(all="ignore"):
+        lo = fn(*[x[0] for x in parts])
+        hi = fn(*[x[1] for x in parts])
+    if ins.modifiers.get("clamp"):
+        lo, hi = (np.clip(np.nan_to_num(x, nan=0.0), 0, 1).astype(np.float32) for x in (lo, hi))
+    return bits(lo), bits(hi), full_poison(p_lo), full_poison(p_hi)
 
 
 def _pk(name: str, n: int, fn) -> None:  # noqa: ANN001
     def h(w, ins):  # noqa: ANN001
-        parts = [_pk_operand(w, ins, k) for k in range(n)]
-        p_lo, p_hi = parts[0][2]
-        for part in parts[1:]:
-            p_lo, p_hi = p_lo | part[2][0], p_hi | part[2][1]
-        with np.errstate(all="ignore"):
-            lo = fn(*[x[0] for x in parts])
-            hi = fn(*[x[1] for x in parts])
-        if ins.modifiers.get("clamp"):
-            lo, hi = (np.clip(np.nan_to_num(x, nan=0.0), 0, 1).astype(np.float32) for x in (lo, hi))
-        w.vwrite(ins.operands[0], np.stack([bits(lo), bits(hi)]), np.stack([full_poison(p_lo), full_poison(p_hi)]))
+        parts = []
+        for k in range(n):
+            v, p = w.vread_parts(ins.operands[1 + k], ins, "b64", 2)
+            parts.append(_pk_halves(ins, k, v, p))
+        lo, hi, plo, phi = _pk_math(ins, fn, parts)
+        w.vwrite(ins.operands[0], np.stack([lo, hi]), np.stack([plo, phi]))
+
+    def hb(waves, ins) -> bool:  # noqa: ANN001 - the same on [waves, 2, 64] (ops.batched)
+        if not B.quiet(waves, ins):
+            return False
+        rows = B.slots(waves)
+        parts = []
+        for k in range(n):
+            g = B.src(waves, rows, ins.operands[1 + k], "b64", 2)
+            if g is None:
+                return False
+            parts.append(_pk_halves(ins, k, g[0], g[1]))
+        lo, hi, plo, phi = _pk_math(ins, fn, parts)
+        B.store(waves, rows, ins.operands[0], np.stack([lo, hi], axis=-2), np.stack([plo, phi], axis=-2), dwords=2)
+        return True
 
     op(name)(h)
+    B.batched(name, h, hb)
 
 
 _pk("v_pk_add_f32", 2, lambda a, b: a + b)
