@@ -216,3 +216,15 @@ def test_atomic_return_value_is_checked(monkeypatch):
     fresh_programs(monkeypatch)
     r = run("atomics")
     assert r.max_error["old"] > 0 and r.max_error["prev"] > 0
+
+
+def test_missing_toolchain_fails_in_ci_and_skips_elsewhere(monkeypatch):
+    from tests.emulator_support import toolchain_missing
+
+    monkeypatch.delenv("SKILL_SERVER_REQUIRE_GFX950", raising=False)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match=r"apt-get install -y llvm-22 lld-22"):
+        toolchain_missing("no llvm-objdump that knows gfx950")
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception):
+        toolchain_missing("no llvm-objdump that knows gfx950")
