@@ -20,6 +20,14 @@ REAL_LLD = next((p for p in (shutil.which("ld.lld-22"), *genv.LLD_CANDIDATES) if
 needs_lld = pytest.mark.skipif(REAL_LLD is None, reason="no system ld.lld-22 (apt-get install -y lld-22)")
 
 
+def test_ci_has_the_system_linker():
+    """CI must not skip the linker tests: a missing lld-22 fails there (a skip elsewhere)."""
+    if REAL_LLD is None:
+        from tests.emulator_support import toolchain_missing
+
+        toolchain_missing("no system ld.lld-22")
+
+
 def fake_rocm(root: Path, log: Path | None = None) -> Path:
     """``root/llvm/bin/ld.lld``: a wrapper around the real linker (logging to ``log``)."""
     lld = root / "llvm" / "bin" / "ld.lld"

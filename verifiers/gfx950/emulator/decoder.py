@@ -45,6 +45,8 @@ class Instruction:
     #: filled by the program builder: index of the branch target, the bound handler
     target: int | None = None
     handler: object = field(default=None, repr=False)
+    #: the batched handler (``ops.batched``) the lockstep executor may use, or None
+    batch: object = field(default=None, repr=False)
 
     @property
     def simm16(self) -> int:

@@ -11,6 +11,7 @@ preload, workgroup ids, packed workitem ids in v0), and execution.
 """
 from __future__ import annotations
 
+import os
 import struct
 import time
 from pathlib import Path
@@ -21,7 +22,8 @@ import numpy as np
 from verifiers.gfx950.emulator.code_object import CodeObject, KernelInfo, load_code_object
 from verifiers.gfx950.emulator.errors import LaunchArgumentError
 from verifiers.gfx950.emulator.executor import Context, Workgroup, opcode_counts, run_workgroup
-from verifiers.gfx950.emulator.memory import KERNARG_BASE, GlobalMemory
+from verifiers.gfx950.emulator.lockstep import Batch, run_lockstep
+from verifiers.gfx950.emulator.memory import KERNARG_BASE, GlobalMemory, LdsBank
 from verifiers.gfx950.emulator.program import Program
 from verifiers.gfx950.emulator.report import LaunchReport
 from verifiers.gfx950.emulator.state import LANES, Wave
@@ -30,6 +32,9 @@ DISPATCH_BASE = KERNARG_BASE + (1 << 30)
 DEFAULT_MAX_INSTRUCTIONS = 200_000_000
 DEFAULT_MAX_SECONDS = 900.0
 MAX_LDS_BYTES = 160 * 1024  # gfx950: 160 KiB per workgroup
+#: waves run in lockstep (whole workgroups; SKILL_SERVER_EMULATOR_BATCH_WAVES overrides,
+#: SKILL_SERVER_EMULATOR_LOCKSTEP=0 runs one wave at a time as before)
+BATCH_WAVES = 128
 _PROGRAMS: dict[tuple[str, str], Program] = {}
 
 
@@ -94,14 +99,26 @@ def launch(
     ctx = Context(program, memory, max_instructions, max_seconds)
     ctx.private_bytes = info.private_segment_fixed_size
     waves_total = 0
-    for gz in range(grid3[2]):
-        for gy in range(grid3[1]):
-            for gx in range(grid3[0]):
-                group = Workgroup((gx, gy, gz), lds_bytes)
-                group.waves = _make_waves(group, info, ctx, (gx, gy, gz), block3, kva, dva, kernarg)
-                waves_total += len(group.waves)
-                run_workgroup(group, ctx)
-                ctx.check_budget(f"the end of workgroup {(gx, gy, gz)}")
+    gids = [(gx, gy, gz) for gz in range(grid3[2]) for gy in range(grid3[1]) for gx in range(grid3[0])]
+    per_group = -(-threads // LANES)
+    lockstep = os.environ.get("SKILL_SERVER_EMULATOR_LOCKSTEP", "1") != "0"
+    chunk = max(1, int(os.environ.get("SKILL_SERVER_EMULATOR_BATCH_WAVES", BATCH_WAVES)) // per_group) if lockstep else 1
+    for first in range(0, len(gids), chunk):
+        part = gids[first : first + chunk]
+        batch = Batch(len(part) * per_group) if lockstep else None
+        bank = LdsBank(len(part), lds_bytes) if lockstep else None
+        groups = []
+        for k, gid in enumerate(part):
+            group = Workgroup(gid, lds_bytes, bank, k)
+            group.waves = _make_waves(group, info, ctx, gid, block3, kva, dva, kernarg, batch, k * per_group)
+            waves_total += len(group.waves)
+            groups.append(group)
+        if lockstep:
+            batch.waves = [w for g in groups for w in g.waves]
+            run_lockstep(groups, ctx)
+        else:
+            run_workgroup(groups[0], ctx)
+        ctx.check_budget(f"the end of workgroup {part[-1]}")
     return LaunchReport(
         kernel=kernel,
         code_object=f"{co.origin} sha256:{co.digest[:12]}",
@@ -207,7 +224,7 @@ def _dispatch_packet(info: KernelInfo, grid, block, kernarg_va: int, lds_bytes: 
 
 # --------------------------------------------------------------------------- waves
 def _make_waves(group: Workgroup, info: KernelInfo, ctx: Context, gid, block, kva: int, dva: int,
-                kernarg: np.ndarray) -> list[Wave]:  # noqa: ANN001
+                kernarg: np.ndarray, batch: Batch | None = None, first_slot: int = 0) -> list[Wave]:  # noqa: ANN001
     d = info.descriptor
     threads = block[0] * block[1] * block[2]
     nwaves = -(-threads // LANES)
@@ -218,7 +235,7 @@ def _make_waves(group: Workgroup, info: KernelInfo, ctx: Context, gid, block, kv
     enables = d.user_sgpr_enables
     for wi in range(nwaves):
         n = min(LANES, threads - wi * LANES)
-        w = Wave(group, wi, (1 << n) - 1, ctx)
+        w = Wave(group, wi, (1 << n) - 1, ctx, None if batch is None else (batch, first_slot + wi))
         s = 0
         for name, count in (("private_segment_buffer", 4), ("dispatch_ptr", 2), ("queue_ptr", 2),
                             ("kernarg_segment_ptr", 2), ("dispatch_id", 2), ("flat_scratch_init", 2),

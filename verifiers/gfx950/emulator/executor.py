@@ -21,9 +21,9 @@ from verifiers.gfx950.emulator.state import Pending, Wave
 
 
 class Workgroup:
-    def __init__(self, gid: tuple[int, int, int], lds_bytes: int) -> None:
+    def __init__(self, gid: tuple[int, int, int], lds_bytes: int, bank=None, row: int = 0) -> None:  # noqa: ANN001
         self.id = gid
-        self.lds = Lds(lds_bytes)
+        self.lds = Lds(lds_bytes, bank, row)
         self.epoch = 0
         self.waves: list[Wave] = []
 

@@ -153,19 +153,39 @@ def _extent_bytes(t) -> int:  # noqa: ANN001
     return (last + 1) * t.element_size()
 
 
-class Lds:
-    """One workgroup's LDS with poison and race bookkeeping."""
+class LdsBank:
+    """The LDS of several workgroups, one row each, so that batched DS instructions
+    (``ops.ds``) index all of them at once; each workgroup's ``Lds`` is a view of its row."""
 
-    def __init__(self, nbytes: int) -> None:
+    def __init__(self, groups: int, nbytes: int) -> None:
+        n = max(nbytes, 4)
+        dw = (n + 3) // 4
+        self.dwords = dw
+        self.data = np.zeros((groups, n), dtype=np.uint8)
+        self.poison = np.ones((groups, n), dtype=bool)
+        self.writer = np.full((groups, dw), -1, dtype=np.int16)
+        self.write_epoch = np.full((groups, dw), -1, dtype=np.int32)
+        self.readers = np.zeros((groups, dw), dtype=np.uint32)
+        self.read_epoch = np.full((groups, dw), -1, dtype=np.int32)
+        self.pending = np.full((groups, dw), -1, dtype=np.int16)
+
+
+class Lds:
+    """One workgroup's LDS with poison and race bookkeeping (its own arrays, or row ``row``
+    of a ``LdsBank``)."""
+
+    def __init__(self, nbytes: int, bank: LdsBank | None = None, row: int = 0) -> None:
         self.size = nbytes
-        self.data = np.zeros(max(nbytes, 4), dtype=np.uint8)
-        self.poison = np.ones(max(nbytes, 4), dtype=bool)
-        dw = (max(nbytes, 4) + 3) // 4
-        self.writer = np.full(dw, -1, dtype=np.int16)
-        self.write_epoch = np.full(dw, -1, dtype=np.int32)
-        self.readers = np.zeros(dw, dtype=np.uint32)
-        self.read_epoch = np.full(dw, -1, dtype=np.int32)
-        self.pending = np.full(dw, -1, dtype=np.int16)  # wave with an outstanding DMA into the dword
+        self.bank, self.row = bank, row
+        if bank is None:
+            bank, row = LdsBank(1, nbytes), 0
+        self.data = bank.data[row]
+        self.poison = bank.poison[row]
+        self.writer = bank.writer[row]
+        self.write_epoch = bank.write_epoch[row]
+        self.readers = bank.readers[row]
+        self.read_epoch = bank.read_epoch[row]
+        self.pending = bank.pending[row]  # wave with an outstanding DMA into the dword
 
     def in_bounds(self, addrs: np.ndarray, size: int) -> np.ndarray:
         """Lanes whose access lies inside the allocation. The hardware range-checks LDS
@@ -174,14 +194,15 @@ class Lds:
         return (addrs >= 0) & (addrs + size <= self.size)
 
     def dwords(self, addrs: np.ndarray, size: int) -> np.ndarray:
-        """The distinct LDS dwords the lanes' [addr, addr + size) accesses touch, sorted."""
+        """The LDS dwords the lanes' [addr, addr + size) accesses touch (a dword several lanes
+        touch appears once per lane: every use is an idempotent index or assignment)."""
         first = addrs // 4
+        if size % 4 == 0 and not (addrs & 3).any():  # aligned: exactly size / 4 dwords per lane
+            return (first[:, None] + np.arange(size // 4)).ravel()
         last = (addrs + size - 1) // 4
         span = int((last - first).max()) + 1 if addrs.size else 0
         d = first[:, None] + np.arange(span)
-        touched = np.zeros(self.writer.size, dtype=bool)
-        touched[d[d <= last[:, None]]] = True
-        return np.flatnonzero(touched)
+        return d[d <= last[:, None]]
 
     def note_read(self, d: np.ndarray, wave: int, epoch: int) -> np.ndarray:
         """Record a read of dwords ``d``; return the dwords another wave wrote this epoch."""
@@ -189,7 +210,17 @@ class Lds:
         fresh = self.read_epoch[d] != epoch
         self.readers[d[fresh]] = 0
         self.read_epoch[d] = epoch
-        self.readers[d] |= np.uint32(1 << wave)
+        self.readers[d] |= np.uint32(1 << wave)  # duplicates in d: the same OR, idempotent
+        return racy
+
+    def note_reads(self, d: np.ndarray, waves: np.ndarray, epoch: int) -> np.ndarray:
+        """``note_read`` for several waves at once (``waves``: the reading wave of each entry
+        of ``d``); returns the mask of entries another wave wrote this epoch."""
+        racy = (self.write_epoch[d] == epoch) & (self.writer[d] != waves) & (self.writer[d] >= 0)
+        fresh = self.read_epoch[d] != epoch
+        self.readers[d[fresh]] = 0
+        self.read_epoch[d] = epoch
+        np.bitwise_or.at(self.readers, d, np.left_shift(np.uint32(1), waves.astype(np.uint32)))
         return racy
 
     def note_write(self, d: np.ndarray, wave: int, epoch: int) -> np.ndarray:

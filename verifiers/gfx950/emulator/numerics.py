@@ -102,14 +102,17 @@ def bf16_to_f32_bits(h: np.ndarray) -> np.ndarray:
     return (h.astype(np.uint32) & 0xFFFF) << 16
 
 
-def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Correctly rounded f32 fma (float32 arrays in, float32 out)."""
+def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
+    """Correctly rounded f32 fma (float32 arrays in, float32 out). ``scale`` (float64 powers
+    of two, optional): round ``(a * b + c) * scale`` once, as ``v_div_fmas_f32`` does."""
     with np.errstate(over="ignore", invalid="ignore"):
         p = a.astype(np.float64) * b.astype(np.float64)  # exact: 24 + 24 bits
         c64 = c.astype(np.float64)
         s = p + c64
         bp = s - c64
         err = (p - bp) + (c64 - (s - bp))  # TwoSum: s + err == p + c exactly
+        if scale is not None:  # exact: a power of two, far from float64's limits here
+            s, err = s * scale, err * scale
         r = s.astype(np.float32)
         # only when s is exactly halfway between two f32 values can err change the rounding
         r64 = r.astype(np.float64)

@@ -5,6 +5,7 @@ from verifiers.gfx950.emulator.code_object import CodeObject, KernelInfo
 from verifiers.gfx950.emulator.decoder import Instruction, decode
 from verifiers.gfx950.emulator.errors import ExecutionError, UnimplementedInstruction
 from verifiers.gfx950.emulator.ops import handler_for
+from verifiers.gfx950.emulator.ops.batched import batched_for
 
 BRANCHES = ("s_branch", "s_cbranch_")
 
@@ -17,6 +18,7 @@ class Program:
         self.missing: dict[str, Instruction] = {}
         for ins in self.instructions:
             ins.handler = handler_for(ins.mnemonic)
+            ins.batch = batched_for(ins.mnemonic, ins.handler)
             if ins.handler is None:
                 self.missing.setdefault(ins.mnemonic, ins)
             if ins.mnemonic.startswith(BRANCHES):

@@ -75,14 +75,21 @@ def const_bits(c: Const, ftype: str) -> int:
 
 
 class Wave:
-    def __init__(self, group, index: int, active_lanes: int, ctx) -> None:  # noqa: ANN001
+    def __init__(self, group, index: int, active_lanes: int, ctx, regs=None) -> None:  # noqa: ANN001
+        """``regs``: (batch, slot) when the wave's vector registers live in a ``lockstep.Batch``
+        (row ``slot`` of its register arrays, written in place); else the wave owns them."""
         self.group = group
         self.index = index
         self.ctx = ctx
         self.s = [0] * SGPR_FILE
         self.sp = [0xF] * SGPR_FILE
-        self.v = np.zeros((VGPR_FILE, LANES), dtype=np.uint32)
-        self.vp = np.full((VGPR_FILE, LANES), POISON, dtype=np.uint8)
+        if regs is None:
+            self.batch, self.slot = None, 0
+            self.v = np.zeros((VGPR_FILE, LANES), dtype=np.uint32)
+            self.vp = np.full((VGPR_FILE, LANES), POISON, dtype=np.uint8)
+        else:
+            self.batch, self.slot = regs
+            self.v, self.vp = self.batch.v[self.slot], self.batch.vp[self.slot]
         self.scc = 0
         self.scc_poison = False
         self.mode = 0

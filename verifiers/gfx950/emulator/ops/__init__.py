@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 HANDLERS: dict[str, Callable] = {}
+#: the handlers as registered (before any test swaps one): batched forms mirror only these
+ORIGINAL: dict[str, Callable] = {}
 
 
 def op(*names: str):
@@ -49,8 +51,11 @@ def _load() -> None:
     global _LOADED
     if _LOADED:
         return
-    from verifiers.gfx950.emulator.ops import ds, flow, lanes, mfma, salu, smem, valu_convert, valu_float, valu_int, vmem  # noqa: F401
+    from verifiers.gfx950.emulator.ops import (  # noqa: F401
+        atomics, ds, ds_transpose, flow, lanes, mfma, salu, smem, valu_convert, valu_float, valu_int, vmem,
+    )
 
+    ORIGINAL.update(HANDLERS)
     _LOADED = True
 
 

@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 
+from verifiers.gfx950.emulator.ops import batched as B
 from verifiers.gfx950.emulator.ops import op
 from verifiers.gfx950.emulator.state import LANES, POISON, Pending
 
@@ -211,12 +212,138 @@ def _bpermute(w, ins):  # noqa: ANN001
     _issue(w, ins, ins.operands[0].index, out[None, :], pout[None, :])
 
 
+# ------------------------------------------------------------------ batched (ops.batched)
+class _Site:
+    """Where many waves' aligned whole-dword accesses land in their workgroups' ``LdsBank``:
+    ``key`` [W, 64 * dwords] flat bank dword indices, ``idx`` [W, 64, size] byte addresses."""
+
+    def __init__(self, waves, addrs: np.ndarray, size: int) -> None:  # noqa: ANN001
+        lds = waves[0].group.lds
+        self.bank = lds.bank
+        self.ok = (self.bank is not None and not (addrs & 3).any()
+                   and not ((addrs < 0) | (addrs + size > lds.size)).any())
+        if not self.ok:
+            return
+        self.gi = np.array([w.group.lds.row for w in waves])[:, None, None]
+        self.idx = addrs[..., None] + np.arange(size)
+        ndw = size // 4
+        self.key = ((self.gi[..., 0] * self.bank.dwords + addrs // 4)[..., None] + np.arange(ndw)).reshape(len(waves), -1)
+        self.epoch = np.array([w.group.epoch for w in waves])[:, None]
+        self.me = np.array([w.index for w in waves])[:, None]
+
+    def flat(self, name: str) -> np.ndarray:
+        return getattr(self.bank, name).reshape(-1)
+
+
+def _lds_address(waves, rows, ins, k: int):  # noqa: ANN001
+    g = B.src(waves, rows, ins.operands[k])
+    if g is None or g[1].any():
+        return None  # a poisoned address: the per-wave path reports it
+    return g[0].astype(np.int64) + int(ins.modifiers.get("offset", 0))
+
+
+def _read_batched(waves, ins) -> bool:  # noqa: ANN001 - ``_read`` of aligned whole dwords for many waves
+    size = _SIZE[_READ.match(ins.mnemonic).group(1)]
+    if size < 4 or not B.quiet(waves, ins) or B.exec_rows(waves) is not None:
+        return False
+    rows = B.slots(waves)
+    addrs = _lds_address(waves, rows, ins, 1)
+    if addrs is None:
+        return False
+    at = _Site(waves, addrs, size)
+    if not at.ok:
+        return False
+    bank, key, ndw = at.bank, at.key, size // 4
+    raw, pois = bank.data[at.gi, at.idx], bank.poison[at.gi, at.idx]
+    wr, we = at.flat("writer")[key], at.flat("write_epoch")[key]
+    racy = (we == at.epoch) & (wr != at.me) & (wr >= 0)
+    re_, rd = at.flat("read_epoch"), at.flat("readers")
+    rd[key[re_[key] != at.epoch]] = 0
+    re_[key] = np.broadcast_to(at.epoch, key.shape)
+    np.bitwise_or.at(rd, key.ravel(), np.broadcast_to((np.uint32(1) << at.me.astype(np.uint32)), key.shape).ravel())
+    pend = at.flat("pending")[key] >= 0
+    if racy.any() or pend.any():
+        for j in np.nonzero(racy.any(axis=1) | pend.any(axis=1))[0].tolist():
+            w, byte = waves[j], 4 * (key[j] % bank.dwords)
+            if racy[j].any():
+                w.ctx.hazards.add("lds_race", w, ins, f"reads LDS dword(s) at byte {int(byte[racy[j]][0])} written by "
+                                  "another wave with no s_barrier in between")
+            if pend[j].any():
+                w.ctx.hazards.add("lds_pending_read", w, ins, f"reads LDS byte {int(byte[pend[j]][0])} before the "
+                                  "buffer->LDS load into it completed (missing s_waitcnt vmcnt / s_barrier)")
+        pois = pois | np.repeat(pend.reshape(len(waves), LANES, ndw), 4, axis=2)
+    vals = np.ascontiguousarray(raw).view(U32).transpose(0, 2, 1)  # [W, dwords, 64]
+    pbits = (pois.reshape(len(waves), LANES, ndw, 4) * (1 << np.arange(4, dtype=np.uint8))).sum(axis=3)
+    pbits = pbits.astype(np.uint8).transpose(0, 2, 1)
+    regs = tuple(range(ins.operands[0].index, ins.operands[0].index + ndw))
+    for j, w in enumerate(waves):  # as ``_issue``, every lane active
+        p = Pending("lgkm", vregs=regs, vdata=vals[j], vpoison=pbits[j], vmask=_ALL_LANES, issue=ins.text)
+        w.pending.append(p)
+        for r in regs:
+            w.pending_v[r] = p
+    return True
+
+
+def _write_batched(waves, ins) -> bool:  # noqa: ANN001 - ``_write`` of aligned whole dwords for many waves
+    m = _WRITE.match(ins.mnemonic)
+    size = _SIZE[m.group(1)]
+    if m.group(2) or size < 4 or not B.quiet(waves, ins) or B.exec_rows(waves) is not None:
+        return False
+    rows = B.slots(waves)
+    addrs = _lds_address(waves, rows, ins, 0)
+    if addrs is None:
+        return False
+    ndw = size // 4
+    g = B.src(waves, rows, ins.operands[1], "b32", ndw)
+    if g is None:
+        return False
+    at = _Site(waves, addrs, size)
+    if not at.ok:
+        return False
+    nw = len(waves)
+    vals = np.broadcast_to(g[0] if ndw > 1 else g[0][:, None, :], (nw, ndw, LANES))
+    vp = np.broadcast_to(g[1] if ndw > 1 else g[1][:, None, :], (nw, ndw, LANES))
+    data = np.ascontiguousarray(vals.transpose(0, 2, 1)).view(np.uint8)  # [W, 64, size]
+    pbytes = ((vp.transpose(0, 2, 1)[..., None] >> np.arange(4, dtype=np.uint8)) & 1).astype(bool).reshape(nw, LANES, size)
+    bank, key = at.bank, at.key
+    mebit = np.uint32(1) << at.me.astype(np.uint32)
+    re_, rd, wr, we = (at.flat(n)[key] for n in ("read_epoch", "readers", "writer", "write_epoch"))
+    racy = ((re_ == at.epoch) & ((rd & ~mebit) != 0)) | ((we == at.epoch) & (wr != at.me) & (wr >= 0))
+    if nw > 1:  # an earlier wave of this step writing the same dword: a race, as in wave order
+        flat = key.ravel()
+        order = np.argsort(flat, kind="stable")
+        sk = flat[order]
+        starts = np.r_[True, sk[1:] != sk[:-1]]
+        first_wave = (order // key.shape[1])[np.maximum.accumulate(np.where(starts, np.arange(sk.size), 0))]
+        later = np.empty(flat.size, dtype=bool)
+        later[order] = (order // key.shape[1]) != first_wave
+        racy |= later.reshape(key.shape)
+    at.flat("writer")[key] = np.broadcast_to(at.me, key.shape).astype(np.int16)
+    at.flat("write_epoch")[key] = np.broadcast_to(at.epoch, key.shape)
+    bank.data[at.gi, at.idx] = data
+    bank.poison[at.gi, at.idx] = pbytes
+    if racy.any():
+        for j in np.nonzero(racy.any(axis=1))[0].tolist():
+            w = waves[j]
+            w.ctx.hazards.add("lds_race", w, ins, f"writes LDS dword(s) at byte {int(4 * (key[j][racy[j]][0] % bank.dwords))} "
+                              "that another wave accessed with no s_barrier in between")
+    for w in waves:
+        w.pending.append(Pending("lgkm", issue=ins.text))
+    return True
+
+
+_ALL_LANES = np.ones(LANES, dtype=bool)
+_ALL_LANES.setflags(write=False)
+
+
 for _k in ("b32", "b64", "b96", "b128", "u8", "i8", "u16", "i16"):
     op(f"ds_read_{_k}")(_read)
+    B.batched(f"ds_read_{_k}", _read, _read_batched)
 for _k in ("u8", "i8", "u16"):
     op(f"ds_read_{_k}_d16", f"ds_read_{_k}_d16_hi")(_read)
 for _k in ("b8", "b16", "b32", "b64", "b96", "b128"):
     op(f"ds_write_{_k}")(_write)
+    B.batched(f"ds_write_{_k}", _write, _write_batched)
 op("ds_write_b8_d16_hi", "ds_write_b16_d16_hi")(_write)
 op("ds_read2_b32", "ds_read2_b64", "ds_read2st64_b32", "ds_read2st64_b64")(_read2)
 op("ds_write2_b32", "ds_write2_b64", "ds_write2st64_b32", "ds_write2st64_b64")(_write2)

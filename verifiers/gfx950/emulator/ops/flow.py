@@ -12,6 +12,8 @@ import re
 import numpy as np
 
 from verifiers.gfx950.emulator.ops import op
+from verifiers.gfx950.emulator.ops import batched as B
+from verifiers.gfx950.emulator.ops.batched import register_hints
 from verifiers.gfx950.emulator.operands import VCC
 
 HW_REG_MODE = 1
@@ -70,6 +72,9 @@ def _hint(w, ins):  # noqa: ANN001
     """No architectural effect the emulator models (timing, caches, priorities)."""
 
 
+register_hints(_hint, ("s_nop", "s_setprio", "s_sleep"))
+
+
 def decode_waitcnt(simm16: int) -> tuple[int, int, int]:
     """(vmcnt, expcnt, lgkmcnt) from a gfx9 s_waitcnt immediate."""
     vm = (simm16 & 0xF) | ((simm16 >> 14) & 0x3) << 4
@@ -84,8 +89,14 @@ def _waitcnt(w, ins):  # noqa: ANN001
 
 def complete(w, vm: int | None, lgkm: int | None) -> None:  # noqa: ANN001
     """Land the outstanding operations that a wait for (vm, lgkm) guarantees."""
+    for p in due(w, vm, lgkm):
+        land(w, p)
+
+
+def due(w, vm: int | None, lgkm: int | None) -> list:  # noqa: ANN001
+    """Take the outstanding operations a wait for (vm, lgkm) completes off ``w.pending``, oldest first."""
     if not w.pending:
-        return
+        return []
     done = []
     if vm is not None:
         vms = [p for p in w.pending if p.counter == "vm"]
@@ -104,15 +115,59 @@ def complete(w, vm: int | None, lgkm: int | None) -> None:  # noqa: ANN001
                 done.append(p)
                 excess -= 1
     if not done:
-        return
+        return []
     ids = {id(p) for p in done}
+    order = [p for p in w.pending if id(p) in ids]
     w.pending = [p for p in w.pending if id(p) not in ids]
-    for p in done:
-        land(w, p)
+    return order
+
+
+def _waitcnt_batched(waves, ins) -> bool:  # noqa: ANN001
+    """``s_waitcnt`` for many waves: whole-register, all-lane loads landing into the same
+    registers in several waves are copied into the batch's register file at once."""
+    vm, _exp, lgkm = decode_waitcnt(ins.words[0] & 0xFFFF)
+    b = waves[0].batch
+    by_regs: dict[tuple, list] = {}
+    for w in waves:
+        done = due(w, vm, lgkm)
+        seen: set = set()
+        simple = True
+        for p in done:
+            if not p.vregs or p.sregs or p.lds_addr is not None or p.vbyte_mask is not None or not p.vmask.all() \
+                    or not seen.isdisjoint(p.vregs):
+                simple = False
+                break
+            seen.update(p.vregs)
+        if not simple:  # overlapping or partial landings: in order, per wave
+            for p in done:
+                land(w, p)
+            continue
+        for p in done:
+            for r in p.vregs:
+                if w.pending_v.get(r) is p:
+                    del w.pending_v[r]
+            by_regs.setdefault(p.vregs, []).append((w.slot, p))
+    for regs, items in by_regs.items():
+        r0, n = regs[0], len(regs)
+        rows = [slot for slot, _ in items]
+        b.v[rows, r0 : r0 + n] = np.stack([p.vdata for _, p in items])
+        b.vp[rows, r0 : r0 + n] = np.stack([p.vpoison for _, p in items])
+    return True
+
+
+B.batched("s_waitcnt", _waitcnt, _waitcnt_batched)
 
 
 def land(w, p) -> None:  # noqa: ANN001
-    if p.vregs:
+    if p.vregs and p.vbyte_mask is None and p.vmask.all():  # whole registers, every lane: one copy
+        r0 = p.vregs[0]
+        n = len(p.vregs)
+        for r in p.vregs:
+            if w.pending_v.get(r) is p:
+                del w.pending_v[r]
+        w.v[r0 : r0 + n] = p.vdata
+        w.vp[r0 : r0 + n] = p.vpoison
+    elif p.vregs:
         for k, r in enumerate(p.vregs):
             if w.pending_v.get(r) is p:
                 del w.pending_v[r]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from verifiers.gfx950.emulator.ops import op
 from verifiers.gfx950.emulator.ops.common import PURE, bits, f32, full_poison
 from verifiers.gfx950.emulator.state import LANES
 
@@ -98,3 +99,35 @@ def dpp_handler(name: str):
         w.vwrite(ins.operands[0], r, full_poison(p), mask=lanes)
 
     return h
+
+
+# ------------------------------------------------------------------ gfx950 lane swaps
+def _swap_lanes(row: int) -> np.ndarray:
+    """Lanes of src0 whose values trade places with vdst lanes ``l + row``: rows 0 and 2 of
+    src0 with rows 1 and 3 of vdst (16-lane rows), or the low half with the high half (32)."""
+    return LANE[(LANE // row) % 2 == 0]
+
+
+def _permlane_swap(row: int):
+    lo = _swap_lanes(row)
+    hi = lo + row
+
+    def h(w, ins):  # noqa: ANN001
+        # CDNA4 pseudocode: for each such lane l, swap VGPR[l][src0] with VGPR[l + row][vdst]
+        if not w.exec_all:
+            raise w.ctx.unimplemented(ins, "lane swap with inactive lanes (bound_ctrl / fetch-inactive rules)")
+        dst, src = ins.operands[0], ins.operands[1]
+        dv, dp = w.vread_parts(dst, ins, "b32", 1)
+        sv, sp = w.vread_parts(src, ins, "b32", 1)
+        new_d, new_dp = dv[0].copy(), dp[0].copy()
+        new_s, new_sp = sv[0].copy(), sp[0].copy()
+        new_s[lo], new_d[hi] = dv[0][hi], sv[0][lo]
+        new_sp[lo], new_dp[hi] = dp[0][hi], sp[0][lo]
+        w.vwrite(src, new_s, new_sp)
+        w.vwrite(dst, new_d, new_dp)
+
+    return h
+
+
+op("v_permlane16_swap_b32")(_permlane_swap(16))
+op("v_permlane32_swap_b32")(_permlane_swap(32))

@@ -28,6 +28,7 @@ from functools import lru_cache
 import numpy as np
 
 from verifiers.gfx950.emulator.numerics import decode_fp8, e8m0_scale
+from verifiers.gfx950.emulator.ops import batched as BT
 from verifiers.gfx950.emulator.ops import op
 from verifiers.gfx950.emulator.state import LANES, POISON
 
@@ -61,24 +62,29 @@ def result_layout(m: int) -> tuple[np.ndarray, np.ndarray]:
     raise ValueError(f"no result layout for M={m}")
 
 
-def _elements(raw: np.ndarray, kind: str) -> np.ndarray:
-    """[dwords, 64] uint32 -> [64, E] float64 values of the operand's elements."""
-    by_lane = np.ascontiguousarray(raw.T)  # [64, dwords]
+def _decode(codes: np.ndarray, kind: str) -> np.ndarray:
+    """Element codes (uint8 fp8 / uint16 16-bit) -> float64 values."""
     if kind in ("fp8", "bf8"):
-        return decode_fp8(by_lane.view(np.uint8), kind)
+        return decode_fp8(codes, kind)
     if kind == "bf16":
-        h = by_lane.view(np.uint16).astype(np.uint32) << np.uint32(16)
-        return h.view(np.float32).astype(np.float64)
+        return (codes.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
     if kind == "f16":
-        return by_lane.view(np.float16).astype(np.float64)
+        return codes.view(np.float16).astype(np.float64)
     raise ValueError(kind)
 
 
-def _matrix(vals: np.ndarray, m: int, k: int, elem_bytes: int) -> np.ndarray:
+def _matrix(raw: np.ndarray, kind: str, m: int, k: int, elem_bytes: int) -> np.ndarray:
+    """[..., dwords, 64] operand registers -> [..., m, k] float64 matrix: the element codes are
+    gathered into matrix order first (the inverse of ``operand_layout``), then decoded."""
+    by_lane = np.ascontiguousarray(np.swapaxes(raw, -1, -2))  # [..., 64, dwords]
+    codes = by_lane.view(np.uint8 if elem_bytes == 1 else np.uint16)  # [..., 64, E]
     rows, ks = operand_layout(m, k, elem_bytes)
-    out = np.zeros((m, k))
-    out[rows, ks] = vals
-    return out
+    where = np.full(m * k, -1, dtype=np.int64)
+    where[(rows * k + ks).ravel()] = np.arange(rows.size)  # matrix position -> lane * E + element
+    if (where < 0).any():
+        raise ValueError(f"operand layout {m}x{k} does not cover every matrix element")
+    flat = codes.reshape(codes.shape[:-2] + (-1,))
+    return _decode(np.take(flat, where, axis=-1), kind).reshape(codes.shape[:-2] + (m, k))
 
 
 def _poison_lines(p: np.ndarray, m: int, k: int, elem_bytes: int) -> np.ndarray:
@@ -90,68 +96,111 @@ def _poison_lines(p: np.ndarray, m: int, k: int, elem_bytes: int) -> np.ndarray:
     return out
 
 
-def _scales(w, ins, idx: int, opsel: int, m: int, k: int):  # noqa: ANN001
-    """[m, k] float64 per-element scale of one operand from its scale register."""
-    v, p = w.vread(ins.operands[idx], ins)
-    b = ((v[0] >> np.uint32(8 * opsel)) & np.uint32(0xFF)).astype(np.uint8)
+def scale_byte(ins, src: int) -> int:  # noqa: ANN001
+    """Which byte of the scale register a scaled MFMA reads for src 0 (A) or 1 (B):
+    OPSEL[src] is bit 0 of the byte index, OPSEL_HI[src] bit 1 (confirmed by Triton's
+    16x16x128 dot_scaled, which uses all four combinations)."""
+    sel = ins.modifiers.get("op_sel", (0, 0, 0))
+    sel_hi = ins.modifiers.get("op_sel_hi", (0, 0, 0))
+    return (sel[src] if len(sel) > src else 0) | ((sel_hi[src] if len(sel_hi) > src else 0) << 1)
+
+
+def _scale_grid(reg: np.ndarray, opsel: int, m: int, k: int) -> np.ndarray:
+    """[..., m, k] float64 per-element scale of one operand from its scale register [..., 64]."""
+    b = ((reg >> np.uint32(8 * opsel)) & np.uint32(0xFF)).astype(np.uint8)
+    b = np.broadcast_to(b, b.shape[:-1] + (LANES,))
     blocks = k // 32
     lane = np.arange(LANES)
-    grid = np.ones((m, blocks))
+    grid = np.ones(b.shape[:-1] + (m, blocks))
     sel = lane // m < blocks
-    grid[(lane % m)[sel], (lane // m)[sel]] = e8m0_scale(b)[sel]
-    return np.repeat(grid, 32, axis=1), p
+    grid[..., (lane % m)[sel], (lane // m)[sel]] = e8m0_scale(b)[..., sel]
+    return np.repeat(grid, 32, axis=-1)
 
 
-def _mfma(w, ins):  # noqa: ANN001
+def _spec(ins):  # noqa: ANN001
+    """(scaled, M, K, A format, B format, element bytes), or a string saying what is not implemented."""
     m = _NAME.match(ins.mnemonic)
     if m is None:
-        raise w.ctx.unimplemented(ins, "unknown MFMA shape/type")
+        return "unknown MFMA shape/type"
     scaled, mm, nn, kk, kind = bool(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)), m.group(5)
     if mm != nn or mm not in (16, 32):
-        raise w.ctx.unimplemented(ins, f"MFMA shape {mm}x{nn}")
+        return f"MFMA shape {mm}x{nn}"
     if kind == "f8f6f4":
         fa = _F8F6F4_FORMATS.get(int(ins.modifiers.get("cbsz", 0)))
         fb = _F8F6F4_FORMATS.get(int(ins.modifiers.get("blgp", 0)))
         if fa is None or fb is None:
-            raise w.ctx.unimplemented(ins, "f8f6f4 MFMA with fp6/fp4 operands (cbsz/blgp >= 2)")
-        elem = 1
-    elif kind in ("bf16", "f16"):
-        fa = fb = kind
-        elem = 2
+            return "f8f6f4 MFMA with fp6/fp4 operands (cbsz/blgp >= 2)"
+        return scaled, mm, kk, fa, fb, 1
+    if kind in ("bf16", "f16"):
         if any(ins.modifiers.get(x) for x in ("cbsz", "abid", "blgp")):
-            raise w.ctx.unimplemented(ins, "MFMA broadcast controls (cbsz/abid/blgp)")
-    else:
-        fa, fb = kind.split("_")
-        elem = 1
-    dwords_ab = kk * mm // LANES * elem // 4
-    dst, a_op, b_op, c_op = ins.operands[:4]
-    a_raw, a_p = w.vread(a_op, ins, "b32", dwords_ab)
-    b_raw, b_p = w.vread(b_op, ins, "b32", dwords_ab)
-    regs = mm * nn // LANES
-    c_raw, _ = w.vread(c_op, ins, "b32", regs)
-    c_pois = _read_poison(w, c_op, regs)
-    A = _matrix(_elements(a_raw, fa), mm, kk, elem)
-    B = _matrix(_elements(b_raw, fb), nn, kk, elem)
-    poison_rows = _poison_lines(a_p, mm, kk, elem)
-    poison_cols = _poison_lines(b_p, nn, kk, elem)
+            return "MFMA broadcast controls (cbsz/abid/blgp)"
+        return scaled, mm, kk, kind, kind, 2
+    fa, fb = kind.split("_")
+    return scaled, mm, kk, fa, fb, 1
+
+
+def _product(spec, ins, a_raw, b_raw, c_raw, sa_reg=None, sb_reg=None):  # noqa: ANN001
+    """D [..., regs, 64] float32 from the raw operand dwords ([..., dwords, 64]; any leading axes)."""
+    scaled, mm, kk, fa, fb, elem = spec
+    A = _matrix(a_raw, fa, mm, kk, elem)
+    B = _matrix(b_raw, fb, mm, kk, elem)
     if scaled:
-        sel = ins.modifiers.get("op_sel", (0, 0, 0))
-        sel_hi = ins.modifiers.get("op_sel_hi", (0, 0, 0))
-        opsel_a = (sel[0] if len(sel) > 0 else 0) | ((sel_hi[0] if len(sel_hi) > 0 else 0) << 1)
-        opsel_b = (sel[1] if len(sel) > 1 else 0) | ((sel_hi[1] if len(sel_hi) > 1 else 0) << 1)
-        sa, pa = _scales(w, ins, 4, opsel_a, mm, kk)
-        sb, pb = _scales(w, ins, 5, opsel_b, nn, kk)
-        A = A * sa
-        B = B * sb
-        poison_rows |= _poison_lines(pa, mm, kk, elem)
-        poison_cols |= _poison_lines(pb, nn, kk, elem)
+        A = A * _scale_grid(sa_reg, scale_byte(ins, 0), mm, kk)
+        B = B * _scale_grid(sb_reg, scale_byte(ins, 1), mm, kk)
     rows, cols = result_layout(mm)
     C = c_raw.view(np.float32).astype(np.float64)
     with np.errstate(all="ignore"):
-        prod = A @ B.T  # [M, N]
-        D = (C + prod[rows, cols]).astype(np.float32)
+        prod = A @ np.swapaxes(B, -1, -2)  # [..., M, N]
+        return (C + prod[..., rows, cols]).astype(np.float32)
+
+
+def _dwords(spec) -> tuple[int, int]:  # noqa: ANN001
+    """(dwords of A and of B, accumulator registers)."""
+    _, mm, kk, _, _, elem = spec
+    return kk * mm // LANES * elem // 4, mm * mm // LANES
+
+
+def _mfma(w, ins):  # noqa: ANN001
+    spec = _spec(ins)
+    if isinstance(spec, str):
+        raise w.ctx.unimplemented(ins, spec)
+    scaled, mm, kk, _, _, elem = spec
+    dwords_ab, regs = _dwords(spec)
+    dst, a_op, b_op, c_op = ins.operands[:4]
+    a_raw, a_p = w.vread(a_op, ins, "b32", dwords_ab)
+    b_raw, b_p = w.vread(b_op, ins, "b32", dwords_ab)
+    c_raw, _ = w.vread(c_op, ins, "b32", regs)
+    c_pois = _read_poison(w, c_op, regs)
+    poison_rows = _poison_lines(a_p, mm, kk, elem)
+    poison_cols = _poison_lines(b_p, mm, kk, elem)
+    sa = sb = None
+    if scaled:
+        sa, pa = w.vread(ins.operands[4], ins)
+        sb, pb = w.vread(ins.operands[5], ins)
+        sa, sb = sa[0], sb[0]
+        poison_rows |= _poison_lines(pa, mm, kk, elem)
+        poison_cols |= _poison_lines(pb, mm, kk, elem)
+    D = _product(spec, ins, a_raw, b_raw, c_raw, sa, sb)
+    rows, cols = result_layout(mm)
     dpois = np.where(c_pois | poison_rows[rows] | poison_cols[cols], POISON, np.uint8(0))
     w.vwrite(dst, D.view(np.uint32), dpois)
+
+
+def _mfma_batched(waves, ins) -> bool:  # noqa: ANN001 - the same for many waves (ops.batched)
+    spec = _spec(ins)
+    if isinstance(spec, str) or not BT.quiet(waves, ins):
+        return False
+    dwords_ab, regs = _dwords(spec)
+    rows = BT.slots(waves)
+    got = [BT.src(waves, rows, o, "b32", d) for o, d in zip(ins.operands[1:4], (dwords_ab, dwords_ab, regs))]
+    if spec[0]:
+        got += [BT.src(waves, rows, o) for o in ins.operands[4:6]]
+    if any(g is None for g in got) or any(g[1].any() for g in got):
+        return False  # poisoned operands: the per-wave path tracks which rows / columns
+    vals = [np.broadcast_to(g[0], (len(waves),) + g[0].shape[1:]) for g in got]
+    D = _product(spec, ins, *vals)
+    BT.store(waves, rows, ins.operands[0], D.view(np.uint32), np.zeros(1, dtype=np.uint8), dwords=regs)
+    return True
 
 
 def _read_poison(w, op_, regs: int) -> np.ndarray:  # noqa: ANN001
@@ -165,10 +214,10 @@ def _read_poison(w, op_, regs: int) -> np.ndarray:  # noqa: ANN001
     return np.zeros((regs, LANES), dtype=bool)
 
 
-for _m, _k in ((16, 128), (32, 64)):
-    op(f"v_mfma_f32_{_m}x{_m}x{_k}_f8f6f4", f"v_mfma_scale_f32_{_m}x{_m}x{_k}_f8f6f4")(_mfma)
-for _shape in ("16x16x32", "32x32x16", "16x16x16", "32x32x8"):
-    op(f"v_mfma_f32_{_shape}_bf16", f"v_mfma_f32_{_shape}_f16")(_mfma)
-for _shape in ("16x16x32", "32x32x16"):
-    for _t in ("fp8_fp8", "fp8_bf8", "bf8_fp8", "bf8_bf8"):
-        op(f"v_mfma_f32_{_shape}_{_t}")(_mfma)
+_NAMES = [f"v_mfma{s}_f32_{m}x{m}x{k}_f8f6f4" for m, k in ((16, 128), (32, 64)) for s in ("", "_scale")]
+_NAMES += [f"v_mfma_f32_{shape}_{t}" for shape in ("16x16x32", "32x32x16", "16x16x16", "32x32x8") for t in ("bf16", "f16")]
+_NAMES += [f"v_mfma_f32_{shape}_{t}" for shape in ("16x16x32", "32x32x16")
+           for t in ("fp8_fp8", "fp8_bf8", "bf8_fp8", "bf8_bf8")]
+for _n in _NAMES:
+    op(_n)(_mfma)
+    BT.batched(_n, _mfma, _mfma_batched)

@@ -319,3 +319,18 @@ def _swappc(w, ins):  # noqa: ANN001
     target = w.sread(ins.operands[1], ins, "b64")
     w.swrite(ins.operands[0], ins.address + ins.size, False, wide=True)
     w.pc = w.ctx.program.index_of(target, ins)
+
+
+def _bitset(value: int):
+    def h(w, ins):  # noqa: ANN001  D.u32[S0.u32[4:0]] = value (read-modify-write of D)
+        dst = ins.operands[0]
+        b = w.sread(ins.operands[1], ins)
+        old = w.sread(dst, ins)
+        new = (old | (1 << (b & 31))) if value else (old & ~(1 << (b & 31)) & M32)
+        w.swrite(dst, new, w.spoison(dst) or w.spoison(ins.operands[1]))
+
+    return h
+
+
+op("s_bitset1_b32")(_bitset(1))
+op("s_bitset0_b32")(_bitset(0))

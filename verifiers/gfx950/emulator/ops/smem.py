@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from verifiers.gfx950.emulator.operands import Const, Reg
+from verifiers.gfx950.emulator.ops import batched as B
 from verifiers.gfx950.emulator.ops import op
 from verifiers.gfx950.emulator.state import Pending
 
@@ -61,6 +63,37 @@ def _smem_load(kind: str, buffer: bool):
     return h
 
 
+def _batched(h, buffer: bool):
+    """Waves whose address registers (and soffset) hold the same values load the same dwords:
+    run the load once per distinct address and issue its result to each of them."""
+    nbase = 4 if buffer else 2
+
+    def hb(waves, ins) -> bool:  # noqa: ANN001
+        if not B.quiet(waves, ins):
+            return False
+        dst, base_op = ins.operands[0], ins.operands[1]
+        i = base_op.index
+        extra = ins.operands[2] if len(ins.operands) > 2 else None
+        if extra is not None and not isinstance(extra, (Reg, Const)):
+            return False
+        if any(w.sp[i + k] for w in waves for k in range(nbase)):
+            return False  # the per-wave path reports the poisoned address
+        first: dict[tuple, object] = {}
+        for w in waves:
+            key = tuple(w.s[i : i + nbase]) + ((w.s[extra.index],) if isinstance(extra, Reg) else ())
+            p = first.get(key)
+            if p is None:
+                h(w, ins)
+                first[key] = w.pending[-1]
+            else:
+                _issue(w, ins, p.sregs, list(p.sdata))
+        return True
+
+    return hb
+
+
 for _k in _COUNT:
-    op(f"s_load_{_k}")(_smem_load(_k, False))
-    op(f"s_buffer_load_{_k}")(_smem_load(_k, True))
+    for _name, _buf in ((f"s_load_{_k}", False), (f"s_buffer_load_{_k}", True)):
+        _h = _smem_load(_k, _buf)
+        op(_name)(_h)
+        B.batched(_name, _h, _batched(_h, _buf))

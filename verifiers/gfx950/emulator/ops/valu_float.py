@@ -12,8 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from verifiers.gfx950.emulator.numerics import fma_f32
+from verifiers.gfx950.emulator.ops import batched as B
 from verifiers.gfx950.emulator.ops import op
 from verifiers.gfx950.emulator.ops.common import PURE, bits, f32, full_poison, lanes_to_bits, output_mods, srcs, write, write_mask
+from verifiers.gfx950.emulator.operands import VCC
 from verifiers.gfx950.emulator.state import LANES
 
 U32 = np.uint32
@@ -150,69 +152,137 @@ def _cvt_f32_f64(w, ins):  # noqa: ANN001
 
 
 # ------------------------------------------------------------------ division helpers
+# LLVM's f32 division: den' = div_scale(den, den, num); num' = div_scale(num, den, num) -> VCC;
+# Newton-Raphson on den', num'; q = div_fmas(r, rcp, q0) (scaled back by VCC); div_fixup(q, den, num).
+# Semantics: the CDNA4 pseudocode. The f64-denormal tests of the pseudocode never hold for f32
+# operands (1/x of an f32 is never an f64 denormal), so they are left out.
+def _expo(u: np.ndarray) -> np.ndarray:
+    return ((u >> U32(23)) & U32(0xFF)).astype(np.int32)
+
+
+def _is_denorm(u: np.ndarray) -> np.ndarray:
+    return (_expo(u) == 0) & ((u & U32(0x7FFFFF)) != 0)
+
+
 @op("v_div_scale_f32")
 def _div_scale(w, ins):  # noqa: ANN001
-    # vdst, vcc, s0 (value to scale: numerator or denominator), s1 (denominator), s2 (numerator)
+    # vdst, sdst (VCC), s0 (the value to scale: numerator or denominator), s1 (denominator), s2 (numerator)
     (s0, den, num), p = srcs(w, ins, F3, first=2)
-    # Normal-range operands: the result is S0 and VCC = 0. The rescaling cases (exponents
-    # near the f32 limits, zeros, denormals) are not implemented: refuse rather than guess.
+    x, d_, n_ = f32(s0), f32(den), f32(num)
     with np.errstate(all="ignore"):
-        e_num = np.frexp(f32(num))[1]
-        e_den = np.frexp(f32(den))[1]
-    extreme = ~np.isfinite(f32(num)) | ~np.isfinite(f32(den)) | (f32(den) == 0) | (np.abs(e_num - e_den) >= 96) \
-        | (e_num <= -102) | (e_den <= -124) | (e_den >= 126)
-    if (extreme & w.exec).any():
-        raise w.ctx.unimplemented(ins, "v_div_scale_f32 with operands that need rescaling (extreme exponents)")
-    write(w, ins, s0, p)
-    write_mask(w, ins.operands[1], np.zeros(LANES, dtype=bool), bool((p != 0).any()))
+        q_bits = bits(n_ / d_)
+    big = (_expo(num) - _expo(den)) >= 96  # N/D near the f32 maximum: scale the denominator up
+    tiny_q = _is_denorm(q_bits)  # N/D a denormal: scale the numerator up
+    out = x.copy()
+    vcc = np.zeros(LANES, dtype=bool)
+    up = np.zeros(LANES, dtype=bool)
+    todo = ~((n_ == 0) | (d_ == 0))
+    for cond, flag, scale_if in ((big, True, x == d_), (_is_denorm(den), False, None), (tiny_q, True, x == n_),
+                                 (_expo(num) <= 23, False, None)):
+        hit = todo & cond
+        vcc |= hit & flag
+        up |= hit & (scale_if if scale_if is not None else True)
+        todo &= ~cond
+    with np.errstate(all="ignore"):
+        out = np.where(up, np.ldexp(x, 64).astype(np.float32), out)
+    out = np.where((n_ == 0) | (d_ == 0), np.float32(np.nan), out)
+    write(w, ins, bits(out), p)
+    write_mask(w, ins.operands[1], vcc, bool((p[w.exec] != 0).any()))
 
 
 @op("v_div_fmas_f32")
 def _div_fmas(w, ins):  # noqa: ANN001
+    # D = fma(S0, S1, S2), scaled back where VCC is set: by 2^64 when div_scale scaled the
+    # denominator (the quotient S2 is then large), 2^-64 when it scaled the numerator.
     (a, b, c), p = srcs(w, ins, F3)
-    write(w, ins, bits(fma_f32(f32(a), f32(b), f32(c))), p)
+    vcc = (w.s[VCC] | (w.s[VCC + 1] << 32)) & w.exec_bits
+    on = w.mask_of(vcc)
+    scale = np.where(on, np.where(_expo(c) > 127, 2.0**64, 2.0**-64), 1.0)
+    p = p | np.where(w.sp[VCC] or w.sp[VCC + 1], np.uint8(0xF), np.uint8(0))
+    write(w, ins, bits(fma_f32(f32(a), f32(b), f32(c), scale)), p)
 
 
 @op("v_div_fixup_f32")
 def _div_fixup(w, ins):  # noqa: ANN001
     (q, den, num), p = srcs(w, ins, F3)
-    with np.errstate(all="ignore"):
-        exact = f32(num) / f32(den)
-    write(w, ins, bits(np.where(np.isfinite(f32(q)), f32(q), exact)), p)
+    fq, fd, fn = f32(q), f32(den), f32(num)
+    neg = ((den ^ num) >> U32(31)) == 1
+    signed = lambda mag: np.where(neg, U32(0x80000000), U32(0)) | U32(mag)  # noqa: E731
+    quiet = U32(0x00400000)
+    out = np.where(neg, bits(-np.abs(fq)), bits(np.abs(fq)))
+    cases = [  # the pseudocode's elsif chain, in order
+        (np.isnan(fn), num | quiet),
+        (np.isnan(fd), den | quiet),
+        ((fd == 0) & (fn == 0), np.full(LANES, 0xFFC00000, dtype=U32)),
+        (np.isinf(fd) & np.isinf(fn), np.full(LANES, 0xFFC00000, dtype=U32)),
+        ((fd == 0) | np.isinf(fn), signed(0x7F800000)),
+        (np.isinf(fd) | (fn == 0), signed(0)),
+        # the quotient is below half the smallest denormal: rounds to (signed) zero
+        ((_expo(num) - _expo(den)) < -150, signed(0)),
+    ]
+    done = np.zeros(LANES, dtype=bool)
+    for cond, val in cases:
+        out = np.where(cond & ~done, val, out)
+        done |= cond
+    write(w, ins, out.astype(U32), p)
 
 
 # ------------------------------------------------------------------ packed f32 (VOP3P)
-def _pk_operand(w, ins, k: int, types: str = "f32"):  # noqa: ANN001
-    """Lo/hi f32 halves of packed source ``k`` after op_sel / op_sel_hi / neg_lo / neg_hi."""
-    v, p = w.vread_parts(ins.operands[1 + k], ins, "b64", 2)
+def _pk_halves(ins, k: int, v: np.ndarray, p: np.ndarray):  # noqa: ANN001
+    """Lo/hi f32 halves (and their dwords' poison) of packed source ``k`` from its two dwords
+    (``v``, ``p``: [..., 2, lanes]) after op_sel / op_sel_hi / neg_lo / neg_hi."""
     sel = ins.modifiers.get("op_sel", (0, 0, 0))
     sel_hi = ins.modifiers.get("op_sel_hi", (1, 1, 1))
     neg_lo = ins.modifiers.get("neg_lo", (0, 0, 0))
     neg_hi = ins.modifiers.get("neg_hi", (0, 0, 0))
     i_lo = 1 if k < len(sel) and sel[k] else 0
     i_hi = 1 if k >= len(sel_hi) or sel_hi[k] else 0
-    lo, hi = v[i_lo].copy(), v[i_hi].copy()
+    lo, hi = v[..., i_lo, :].copy(), v[..., i_hi, :].copy()
     if k < len(neg_lo) and neg_lo[k]:
         lo ^= U32(0x80000000)
     if k < len(neg_hi) and neg_hi[k]:
         hi ^= U32(0x80000000)
-    return f32(lo), f32(hi), (p[i_lo], p[i_hi])  # poison of the dword each half reads
+    return f32(lo), f32(hi), (p[..., i_lo, :], p[..., i_hi, :])
+
+
+def _pk_math(ins, fn, parts):  # noqa: ANN001
+    """(lo bits, hi bits, lo poison, hi poison) of a packed op over its sources' halves."""
+    p_lo, p_hi = parts[0][2]
+    for part in parts[1:]:
+        p_lo, p_hi = p_lo | part[2][0], p_hi | part[2][1]
+    with np.errstate(all="ignore"):
+        lo = fn(*[x[0] for x in parts])
+        hi = fn(*[x[1] for x in parts])
+    if ins.modifiers.get("clamp"):
+        lo, hi = (np.clip(np.nan_to_num(x, nan=0.0), 0, 1).astype(np.float32) for x in (lo, hi))
+    return bits(lo), bits(hi), full_poison(p_lo), full_poison(p_hi)
 
 
 def _pk(name: str, n: int, fn) -> None:  # noqa: ANN001
     def h(w, ins):  # noqa: ANN001
-        parts = [_pk_operand(w, ins, k) for k in range(n)]
-        p_lo, p_hi = parts[0][2]
-        for part in parts[1:]:
-            p_lo, p_hi = p_lo | part[2][0], p_hi | part[2][1]
-        with np.errstate(all="ignore"):
-            lo = fn(*[x[0] for x in parts])
-            hi = fn(*[x[1] for x in parts])
-        if ins.modifiers.get("clamp"):
-            lo, hi = (np.clip(np.nan_to_num(x, nan=0.0), 0, 1).astype(np.float32) for x in (lo, hi))
-        w.vwrite(ins.operands[0], np.stack([bits(lo), bits(hi)]), np.stack([full_poison(p_lo), full_poison(p_hi)]))
+        parts = []
+        for k in range(n):
+            v, p = w.vread_parts(ins.operands[1 + k], ins, "b64", 2)
+            parts.append(_pk_halves(ins, k, v, p))
+        lo, hi, plo, phi = _pk_math(ins, fn, parts)
+        w.vwrite(ins.operands[0], np.stack([lo, hi]), np.stack([plo, phi]))
+
+    def hb(waves, ins) -> bool:  # noqa: ANN001 - the same on [waves, 2, 64] (ops.batched)
+        if not B.quiet(waves, ins):
+            return False
+        rows = B.slots(waves)
+        parts = []
+        for k in range(n):
+            g = B.src(waves, rows, ins.operands[1 + k], "b64", 2)
+            if g is None:
+                return False
+            parts.append(_pk_halves(ins, k, g[0], g[1]))
+        lo, hi, plo, phi = _pk_math(ins, fn, parts)
+        B.store(waves, rows, ins.operands[0], np.stack([lo, hi], axis=-2), np.stack([plo, phi], axis=-2), dwords=2)
+        return True
 
     op(name)(h)
+    B.batched(name, h, hb)
 
 
 _pk("v_pk_add_f32", 2, lambda a, b: a + b)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from verifiers.gfx950.emulator.ops import batched as B
 from verifiers.gfx950.emulator.ops import op
 from verifiers.gfx950.emulator.ops.common import PURE, full_poison, lanes_to_bits, mask_sgpr_pair, srcs, write, write_mask
+from verifiers.gfx950.emulator.operands import EXEC, Reg
 from verifiers.gfx950.emulator.state import LANES
 
 U32 = np.uint32
@@ -23,12 +25,12 @@ def _i32(x: np.ndarray) -> np.ndarray:
 
 
 def _u64(v: np.ndarray) -> np.ndarray:
-    """[2, 64] dwords -> uint64 [64]."""
-    return v[0].astype(U64) | (v[1].astype(U64) << U64(32))
+    """[..., 2, 64] dwords -> uint64 [..., 64]."""
+    return v[..., 0, :].astype(U64) | (v[..., 1, :].astype(U64) << U64(32))
 
 
 def _split64(x: np.ndarray) -> np.ndarray:
-    return np.stack([(x & M32).astype(U32), (x >> U64(32)).astype(U32)])
+    return np.stack([(x & M32).astype(U32), (x >> U64(32)).astype(U32)], axis=-2)
 
 
 def _valu(name: str, types: tuple[str, ...], fn) -> None:  # noqa: ANN001
@@ -164,7 +166,26 @@ def _valu64(name: str, types: tuple[str, ...], fn) -> None:  # noqa: ANN001
             r = fn(*vals)
         w.vwrite(ins.operands[0], _split64(r.astype(U64)), np.stack([full_poison(p)] * 2))
 
+    def hb(waves, ins) -> bool:  # noqa: ANN001 - the same on [waves, ...] arrays (ops.batched)
+        if not B.quiet(waves, ins):
+            return False
+        rows = B.slots(waves)
+        vals, p = [], None
+        for k, t in enumerate(types):
+            g = B.src(waves, rows, ins.operands[1 + k], t, 2 if t == "b64" else 1)
+            if g is None:
+                return False
+            vals.append(g[0])
+            q = np.bitwise_or.reduce(g[1], axis=-2) if t == "b64" else g[1]
+            p = q if p is None else p | q
+        with np.errstate(over="ignore"):
+            r = fn(*vals)
+        B.store(waves, rows, ins.operands[0], _split64(np.asarray(r).astype(U64)), B.full_poison(p)[..., None, :],
+                dwords=2)
+        return True
+
     op(name)(h)
+    B.batched(name, h, hb)
 
 
 _valu64("v_lshlrev_b64", ("b32", "b64"), lambda s, a: _u64(a) << (s & U32(63)).astype(U64))
@@ -215,7 +236,40 @@ def _carry_op(name: str, kind: str, carry_in: bool):
         w.vwrite(ins.operands[0], (r & 0xFFFFFFFF).astype(U32), full_poison(pp))
         write_mask(w, ins.operands[1], cout, bool((pp[w.exec] != 0).any()))
 
+    def hb(waves, ins) -> bool:  # noqa: ANN001 - the same for many waves (ops.batched)
+        sdst = ins.operands[1]
+        if not B.quiet(waves, ins) or not isinstance(sdst, Reg) or sdst.file != "s" or sdst.index >= EXEC - 1:
+            return False
+        rows = B.slots(waves)
+        ga, gb = (B.src(waves, rows, o) for o in ins.operands[2:4])
+        if ga is None or gb is None:
+            return False
+        a64, b64 = ga[0].astype(np.int64), gb[0].astype(np.int64)
+        pp = ga[1] | gb[1]
+        cin = 0
+        if carry_in:
+            cop = ins.operands[4]
+            if not (isinstance(cop, Reg) and cop.file == "s"):
+                return False
+            i = cop.index
+            bits_ = np.array([w.s[i] | (w.s[i + 1] << 32) for w in waves], dtype=U64)
+            cin = ((bits_[:, None] >> np.arange(LANES, dtype=U64)) & U64(1)).astype(np.int64)
+            pp = pp | np.array([0xF if (w.sp[i] or w.sp[i + 1]) else 0 for w in waves], dtype=np.uint8)[:, None]
+        if kind == "add":
+            r = a64 + b64 + cin
+            cout = r > 0xFFFFFFFF
+        elif kind == "sub":
+            r = a64 - b64 - cin
+            cout = r < 0
+        else:
+            r = b64 - a64 - cin
+            cout = r < 0
+        pp = np.broadcast_to(pp, (len(waves), LANES))
+        B.store(waves, rows, ins.operands[0], (r & 0xFFFFFFFF).astype(U32), B.full_poison(pp))
+        return B.write_masks(waves, sdst, cout, pp)
+
     op(name)(h)
+    B.batched(name, h, hb)
 
 
 _carry_op("v_add_co_u32", "add", False)
@@ -310,7 +364,21 @@ def _cmp(name: str, rel: str, kind: str, x: bool):
             if poisoned:
                 w.ctx.hazards.add("poison_branch", w, ins, "exec mask computed from an uninitialised value")
 
+    def hb(waves, ins) -> bool:  # noqa: ANN001 - v_cmp (not cmpx) of 32-bit values for many waves
+        if wide or x or not B.quiet(waves, ins):
+            return False
+        rows = B.slots(waves)
+        ga, gb = (B.src(waves, rows, o) for o in ins.operands[1:3])
+        if ga is None or gb is None:
+            return False
+        a, b = ga[0], gb[0]
+        if kind == "i32":
+            a, b = _i32(a), _i32(b)
+        res = np.full((len(waves), LANES), rel == "t") if rel in ("f", "t") else _REL[rel](a, b)
+        return B.write_masks(waves, ins.operands[0], res, np.broadcast_to(ga[1] | gb[1], (len(waves), LANES)))
+
     op(name)(h)
+    B.batched(name, h, hb)
 
 
 for _rel in ("eq", "ne", "lt", "le", "gt", "ge", "f", "t"):

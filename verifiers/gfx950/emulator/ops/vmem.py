@@ -20,6 +20,8 @@ import re
 import numpy as np
 
 from verifiers.gfx950.emulator.operands import Reg, Special
+from verifiers.gfx950.emulator.errors import MemoryAccessError
+from verifiers.gfx950.emulator.ops import batched as B
 from verifiers.gfx950.emulator.ops import op
 from verifiers.gfx950.emulator.state import LANES, POISON, Pending
 
@@ -244,13 +246,190 @@ def _scratch(w, ins, direction: str, kind: str, size: int, d16: str) -> None:  #
     w.pending.append(Pending("vm", issue=ins.text))
 
 
+# ------------------------------------------------------------------ batched loads (ops.batched)
+def _batch_addresses(waves, rows, ins, seg: str, vaddr_op, base_op, soff_op, size: int):  # noqa: ANN001
+    """(addresses [W, 64], in range [W, 64, dwords]) as ``_buffer_addresses`` / ``_global_addresses``
+    compute them per wave; None when a case needs the per-wave path (poison, swizzle)."""
+    m = ins.modifiers
+    inst = int(m.get("offset", 0))
+    ndw = max(1, size // 4)
+    if seg == "global":
+        if isinstance(base_op, Reg):
+            i = base_op.index
+            if any(w.sp[i] or w.sp[i + 1] for w in waves):
+                return None
+            base = np.array([w.s[i] | (w.s[i + 1] << 32) for w in waves], dtype=np.int64)[:, None]
+            g = B.src(waves, rows, vaddr_op)
+            if g is None or g[1].any():
+                return None
+            return base + g[0].astype(np.int64) + inst, None
+        g = B.src(waves, rows, vaddr_op, "b64", 2)
+        if g is None or g[1].any():
+            return None
+        v = g[0].astype(np.int64)
+        return (v[:, 0] | (v[:, 1] << 32)) + inst, None
+    i = base_op.index
+    if any(w.sp[i + k] for w in waves for k in range(4)):
+        return None
+    desc = np.array([w.s[i : i + 4] for w in waves], dtype=np.int64)  # [W, 4]
+    if (desc[:, 1] >> 31 & 1).any():
+        return None  # swizzled: per wave (which reports it as unimplemented)
+    base = (desc[:, 0] | ((desc[:, 1] & 0xFFFF) << 32))[:, None]
+    stride = ((desc[:, 1] >> 16) & 0x3FFF)[:, None]
+    num_records = desc[:, 2][:, None]
+    soff = np.zeros((len(waves), 1), dtype=np.int64)
+    if not isinstance(soff_op, Special):
+        if isinstance(soff_op, Reg) and any(w.spoison(soff_op) for w in waves):
+            return None
+        soff[:, 0] = [w.sread(soff_op, ins) for w in waves]
+    idxen, offen = bool(m.get("idxen")), bool(m.get("offen"))
+    index = np.zeros((len(waves), LANES), dtype=np.int64)
+    voff = np.zeros((len(waves), LANES), dtype=np.int64)
+    if idxen or offen:
+        g = B.src(waves, rows, vaddr_op, "b32", 2 if idxen and offen else 1)
+        if g is None or g[1].any():
+            return None
+        v = g[0].astype(np.int64)
+        if idxen and offen:
+            index, voff = v[:, 0], v[:, 1]
+        elif idxen:
+            index = v
+        else:
+            voff = v
+    index = index + np.where((desc[:, 3] >> 23 & 1)[:, None] == 1, LANE[None, :], 0)
+    offset = (voff + inst) & 0xFFFFFFFF
+    addr = base + soff + offset + stride * index
+    comp = 4 if size >= 4 else size
+    starts = offset[..., None] + 4 * np.arange(ndw)
+    in_range = np.where((stride == 0)[..., None], starts + comp <= num_records[..., None],
+                        (index < num_records)[..., None])
+    return addr, in_range
+
+
+def _store_batched(waves, ins) -> bool:  # noqa: ANN001 - ``_mem_op`` stores of whole dwords for many waves
+    m = _NAME.match(ins.mnemonic)
+    if m is None:
+        return False
+    seg, kind, d16 = m.group(1), m.group(4), m.group(5)
+    if seg == "scratch" or d16 or not kind.startswith("dword"):
+        return False
+    if not B.quiet(waves, ins) or B.exec_rows(waves) is not None:
+        return False
+    ops_ = ins.operands
+    if seg == "buffer":
+        data_op, vaddr_op, base_op, soff_op = ops_[0], ops_[1], ops_[2], ops_[3]
+    else:
+        vaddr_op, data_op, soff_op = ops_[0], ops_[1], None
+        base_op = ops_[2] if len(ops_) > 2 else Special("off")
+    size = _SIZES[kind]
+    ndw = size // 4
+    rows = B.slots(waves)
+    g = B.src(waves, rows, data_op, "b32", ndw)
+    if g is None or g[1].any():
+        return False  # poisoned data: the per-wave path reports which lanes
+    got = _batch_addresses(waves, rows, ins, seg, vaddr_op, base_op, soff_op, size)
+    if got is None:
+        return False
+    addr, in_range = got
+    data = g[0] if ndw > 1 else g[0][:, None, :]
+    raw = np.ascontiguousarray(np.broadcast_to(data, (len(waves), ndw, LANES)).transpose(0, 2, 1)).view(np.uint8)
+    ctx = waves[0].ctx
+    what = _what(waves[0], ins)
+    sels = [np.ones(addr.shape, dtype=bool) if in_range is None else in_range[..., k] for k in range(ndw)]
+    try:  # every address checked before anything is written
+        for k, sel in enumerate(sels):
+            if sel.any():
+                ctx.memory._extent_for(addr[sel] + 4 * k, 4, what)
+    except MemoryAccessError:
+        return False
+    for k, sel in enumerate(sels):
+        if sel.any():
+            ctx.memory.store(addr[sel] + 4 * k, raw[..., 4 * k : 4 * k + 4][sel], what)
+    if in_range is not None:
+        ctx.stats["buffer_oob_stores"] += int((~in_range).any(axis=2).sum())
+    for w in waves:
+        w.pending.append(Pending("vm", issue=ins.text))
+    return True
+
+
+def _load_batched(waves, ins) -> bool:  # noqa: ANN001 - ``_mem_op`` loads of whole dwords for many waves
+    m = _NAME.match(ins.mnemonic)
+    if m is None:
+        return False
+    seg, direction, lds_name, kind, d16 = m.group(1), m.group(2), m.group(3), m.group(4), m.group(5)
+    if direction != "load" or seg == "scratch" or d16 or not kind.startswith("dword"):
+        return False
+    if not B.quiet(waves, ins) or B.exec_rows(waves) is not None:
+        return False
+    to_lds = bool(lds_name) or bool(ins.modifiers.get("lds"))
+    ops_ = ins.operands
+    if seg == "buffer":
+        if not to_lds:
+            data_op, vaddr_op, base_op, soff_op = ops_[0], ops_[1], ops_[2], ops_[3]
+        elif len(ops_) == 3:
+            data_op, (vaddr_op, base_op, soff_op) = None, ops_
+        else:
+            data_op, vaddr_op, (base_op, soff_op) = None, Special("off"), ops_[:2]
+    elif not to_lds:
+        data_op, vaddr_op, soff_op = ops_[0], ops_[1], None
+        base_op = ops_[2] if len(ops_) > 2 else Special("off")
+    else:
+        data_op, vaddr_op, soff_op = None, ops_[0], None
+        base_op = ops_[1] if len(ops_) > 1 else Special("off")
+    size = _SIZES[kind]
+    rows = B.slots(waves)
+    got = _batch_addresses(waves, rows, ins, seg, vaddr_op, base_op, soff_op, size)
+    if got is None:
+        return False
+    addr, in_range = got
+    ndw = size // 4
+    raw = np.zeros((len(waves), LANES, size), dtype=np.uint8)
+    ctx = waves[0].ctx
+    try:
+        if in_range is None or in_range.all():  # the common case: one gather of whole accesses
+            raw = ctx.memory.load(addr.ravel(), size, _what(waves[0], ins)).reshape(len(waves), LANES, size)
+        else:
+            for k in range(ndw):
+                sel = in_range[..., k]
+                if sel.any():
+                    raw[..., 4 * k : 4 * k + 4][sel] = ctx.memory.load(addr[sel] + 4 * k, 4, _what(waves[0], ins))
+    except MemoryAccessError:
+        return False  # the per-wave path names the wave and lane
+    if in_range is not None:
+        ctx.stats["buffer_oob_loads"] += int((~in_range).any(axis=2).sum())
+    if to_lds:
+        for j, w in enumerate(waves):
+            lds_base = w.m0 + int(ins.modifiers.get("offset", 0)) if seg == "buffer" else w.m0
+            ctx.lds_dma_issue(w, ins, lds_base + LANE * size, raw[j])
+        return True
+    vals = np.ascontiguousarray(raw).view(U32).transpose(0, 2, 1)  # [W, dwords, 64]
+    regs = tuple(range(data_op.index, data_op.index + ndw))
+    clean = _CLEAN[ndw]
+    for j, w in enumerate(waves):  # as _issue_load, with every lane active and no poison
+        p = Pending("vm", vregs=regs, vdata=vals[j], vpoison=clean, vmask=_ALL_LANES, issue=ins.text)
+        w.pending.append(p)
+        for r in regs:
+            w.pending_v[r] = p
+    return True
+
+
+_ALL_LANES = np.ones(LANES, dtype=bool)
+_ALL_LANES.setflags(write=False)
+_CLEAN = {n: np.zeros((n, LANES), dtype=np.uint8) for n in (1, 2, 3, 4)}
+for _a in _CLEAN.values():
+    _a.setflags(write=False)
+
+
 for _seg in ("buffer", "global", "scratch"):
     for _kind in ("ubyte", "sbyte", "ushort", "sshort", "dword", "dwordx2", "dwordx3", "dwordx4"):
         op(f"{_seg}_load_{_kind}")(_mem_op)
+        B.batched(f"{_seg}_load_{_kind}", _mem_op, _load_batched)
     for _kind in ("byte", "short", "dword", "dwordx2", "dwordx3", "dwordx4"):
         op(f"{_seg}_store_{_kind}")(_mem_op)
+        B.batched(f"{_seg}_store_{_kind}", _mem_op, _store_batched)
     for _kind in ("ubyte", "sbyte", "short"):
         op(f"{_seg}_load_{_kind}_d16", f"{_seg}_load_{_kind}_d16_hi")(_mem_op)
     op(f"{_seg}_store_byte_d16_hi", f"{_seg}_store_short_d16_hi")(_mem_op)
 for _kind in ("ubyte", "sbyte", "ushort", "sshort", "dword", "dwordx3", "dwordx4"):
     op(f"global_load_lds_{_kind}")(_mem_op)
+    B.batched(f"global_load_lds_{_kind}", _mem_op, _load_batched)

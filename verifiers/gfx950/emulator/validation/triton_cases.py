@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from verifiers.gfx950.emulator.report import LaunchReport
+from verifiers.gfx950.emulator.validation import setups
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,11 @@ class TritonCase:
     dims: dict[str, int] = field(default_factory=dict)
     exact: bool = False  # bit-exact (else: within accumulation-order rounding)
     description: str = ""
+    #: the bound is max |magnitude| * 2^-ulp_bits (20: f32 accumulation order; 8: a bf16 output)
+    ulp_bits: int = 20
+    #: elementwise bound: the reference's magnitude is a tensor of per-element allowed errors and
+    #: the reported error is max(|got - want| / allowed) against a bound of 1
+    elementwise: bool = False
 
 
 class CaseResult(BaseModel):
@@ -174,6 +180,48 @@ CASES: dict[str, TritonCase] = {
         "fp8_upcast_kernel", {"x_ptr": "*fp8e4nv", "y_ptr": "*fp32", "n": "i32"}, {"BLOCK": 1024},
         {"num_warps": 4}, ("n",), _upcast_setup, lambda d: (-(-d["n"] // 1024),), {"n": 4096}, exact=True,
         description="every e4m3 code -> fp32 (v_cvt_scalef32_pk_f32_fp8)"),
+    # ---- issue 26: what Triton emits beyond plain GEMMs (setups in ``setups``)
+    "fp8_gemm_masked_tail": TritonCase(
+        "gemm_masked_kernel", _GEMM_SIG, _TILE, {"num_warps": 4, "matrix_instr_nonkdim": 16}, (),
+        setups.masked_gemm_setup, lambda d: (-(-d["M"] // 64), -(-d["N"] // 64)), {"M": 100, "N": 72, "K": 200},
+        description="fp8 a[M,K] @ b[K,N] with M, N, K tails masked: B read K-major with ds_read_b64_tr_b8"),
+    "softmax_rescale": TritonCase(
+        "softmax_kernel", {"x_ptr": "*fp32", "y_ptr": "*fp32", "N": "i32"}, {"BLOCK": 1024}, {"num_warps": 4},
+        ("N",), setups.softmax_setup, lambda d: (d["M"],), {"M": 8, "N": 1000}, elementwise=True,
+        description="row softmax over ~125 of range: IEEE division with v_div_scale rescaling denormal quotients"),
+    "mxfp8_dot_scaled_16x16x128": TritonCase(
+        "mxfp8_gemm_kernel",
+        {"a_ptr": "*fp8e4nv", "as_ptr": "*u8", "b_ptr": "*fp8e4nv", "bs_ptr": "*u8", "c_ptr": "*fp32",
+         "M": "i32", "N": "i32", "K": "i32"},
+        {"BM": 64, "BN": 64, "BK": 256}, {"num_warps": 4, "matrix_instr_nonkdim": 16}, _MNK, _mx_setup, _gemm_grid,
+        {"M": 64, "N": 128, "K": 512},
+        description="tl.dot_scaled e4m3 with e8m0 scales -> v_mfma_scale_f32_16x16x128_f8f6f4, scale bytes "
+                    "selected by op_sel / op_sel_hi (all four); the per-32-K scales make the lanes' K order matter"),
+    "fp8_chained_dot": TritonCase(
+        "chained_dot_kernel", {"q_ptr": "*fp8e4nv", "k_ptr": "*fp8e4nv", "v_ptr": "*fp8e4nv", "o_ptr": "*fp32"},
+        {"D": 128, "BM": 64, "BN": 64}, {"num_warps": 4, "matrix_instr_nonkdim": 16}, (),
+        setups.chained_dot_setup("fp8"), lambda d: (1,), {"D": 128, "BM": 64, "BN": 64},
+        description="fp8 (q k^T) v: MFMA result -> A operand through v_permlane16/32_swap, v read with "
+                    "ds_read_b64_tr_b8, v_mfma_f32_16x16x32_fp8_fp8"),
+    "bf16_chained_dot": TritonCase(
+        "chained_dot_kernel", {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "o_ptr": "*fp32"},
+        {"D": 128, "BM": 64, "BN": 64}, {"num_warps": 4, "matrix_instr_nonkdim": 16}, (),
+        setups.chained_dot_setup("bf16"), lambda d: (1,), {"D": 128, "BM": 64, "BN": 64},
+        description="bf16 (q k^T) v: v read with ds_read_b64_tr_b16"),
+    "bf16_gemm_bf16_out": TritonCase(
+        "gemm_kernel", dict(_GEMM_SIG, a_ptr="*bf16", b_ptr="*bf16", c_ptr="*bf16"), {"BM": 64, "BN": 64, "BK": 64},
+        {"num_warps": 4, "matrix_instr_nonkdim": 32}, _MNK, setups.bf16_out_gemm_setup, _gemm_grid,
+        {"M": 128, "N": 64, "K": 128}, ulp_bits=8,
+        description="bf16 GEMM with a bf16 C: the 32x32 result rows regrouped by v_permlane32_swap before the store"),
+    "atomics": TritonCase(
+        "atomics_kernel",
+        {"x_ptr": "*fp32", "sum_ptr": "*fp32", "cnt_ptr": "*i32", "max_ptr": "*fp32", "acc_ptr": "*fp32",
+         "old_ptr": "*fp32", "flag_ptr": "*i32", "prev_ptr": "*i32", "n": "i32"},
+        {"NB": 16, "BLOCK": 256}, {"num_warps": 4}, ("n",), setups.atomics_setup, lambda d: (d["n"] // 256,),
+        {"n": 2048, "NB": 16},
+        description="tl.atomic_add (f32, i32; 4 lanes of a wave per word, no return / distinct words, returned), "
+                    "atomic_max on f32 "
+                    "(smax / umin), atomic_cas returned"),
 }
 
 
@@ -210,8 +258,12 @@ def run_case(name: str, dims: dict | None = None, seed: int = 0, code: bytes | N
         else:
             err = (got.double() - want.double()).abs()
             err = torch.where(torch.isnan(err), torch.full_like(err, float("inf")), err)
+            if c.elementwise:
+                max_error[key], bound[key] = float((err / magnitude).max()), 1.0
+                continue
             max_error[key] = float(err.max())
             # f32 accumulation-order rounding: a few ulp of the sum of |terms|
-            bound[key] = float((magnitude.abs().max() if magnitude is not None else want.abs().max()) * 2.0**-20)
+            scale = magnitude.abs().max() if magnitude is not None else want.abs().max()
+            bound[key] = float(scale * 2.0**-c.ulp_bits)
     ok = all(max_error[k] <= bound[k] for k in max_error)
     return CaseResult(case=name, dims=d, exact=c.exact, report=report, max_error=max_error, bound=bound, ok=ok)

@@ -73,3 +73,62 @@ def fp8_upcast_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask)
     tl.store(y_ptr + offs, x.to(tl.float32), mask=mask)
+
+
+@triton.jit
+def gemm_masked_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """c[M, N] = a[M, K] @ b[K, N] (B N-contiguous) with every edge masked: the M, N and K
+    tails. fp8: B goes through LDS K-major, read back with ds_read_b64_tr_b8."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        kk = k * BK + rk
+        a = tl.load(a_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + kk[:, None] * N + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def softmax_kernel(x_ptr, y_ptr, N, BLOCK: tl.constexpr):
+    """Row softmax of x [M, N] fp32; the division is IEEE (v_div_scale / fmas / fixup)."""
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < N
+    x = tl.load(x_ptr + row * N + offs, mask=mask, other=-float("inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * N + offs, e / tl.sum(e, axis=0), mask=mask)
+
+
+@triton.jit
+def chained_dot_kernel(q_ptr, k_ptr, v_ptr, o_ptr, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    """o = (q @ k^T).to(q's type) @ v for one tile (attention without the softmax): the first
+    dot's result becomes the second's A operand in registers (v_permlane*_swap on gfx950)."""
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rd = tl.arange(0, D)
+    q = tl.load(q_ptr + rm[:, None] * D + rd[None, :])
+    k = tl.load(k_ptr + rn[:, None] * D + rd[None, :])
+    v = tl.load(v_ptr + rn[:, None] * D + rd[None, :])
+    s = tl.dot(q, tl.trans(k))
+    tl.store(o_ptr + rm[:, None] * D + rd[None, :], tl.dot(s.to(q.dtype), v))
+
+
+@triton.jit
+def atomics_kernel(x_ptr, sum_ptr, cnt_ptr, max_ptr, acc_ptr, old_ptr, flag_ptr, prev_ptr, n,
+                   NB: tl.constexpr, BLOCK: tl.constexpr):
+    """Atomics as Triton emits them: colliding f32 / i32 adds and a float max into NB bins
+    (no return), an f32 add and a compare-and-swap on distinct words with the old value
+    returned. ``n`` must be a multiple of BLOCK (tl.atomic_cas takes no mask)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.atomic_add(sum_ptr + offs % NB, x, mask=mask)
+    tl.atomic_add(cnt_ptr + offs % NB, 1, mask=mask)
+    tl.atomic_max(max_ptr + offs % NB, x, mask=mask)
+    tl.store(old_ptr + offs, tl.atomic_add(acc_ptr + offs, x, mask=mask), mask=mask)
+    tl.store(prev_ptr + offs, tl.atomic_cas(flag_ptr + offs, offs * 0, offs + 1), mask=mask)

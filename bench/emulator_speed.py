@@ -1,0 +1,126 @@
+"""Emulator throughput at GEMM shapes: wave-instructions per second and emulated GFLOP/s.
+
+    python bench/emulator_speed.py [--label after] [--m 64] [--full] [--out bench/results]
+
+Cases (each checked for correctness, so a fast wrong emulator cannot score):
+1. Triton fp8 GEMM 512x512x1024 (``fp8_gemm_16x16x128``), vs torch within f32 rounding.
+2. The block-scale card's FlyDSL 4-wave kernel compiled at the card's deep-K shape
+   (gate target ``t64x256x128_wpe2_xcd8_sync_deepk``: N=2048, K=7168, 56 K tiles, the
+   register-staged K loop) with ``--m`` rows (M is a runtime argument: same code), checked
+   against the problem's oracle with its parity rules. ``--full`` runs M=4096, the card's
+   4096x2048x7168; otherwise the full-shape time is extrapolated from the per-workgroup rate
+   (every workgroup runs the same instruction count) and marked as such.
+Writes ``emulator_speed_<label>.json``; ``emulator_speed.md`` is written by hand from those.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+FOLDER = "flydsl_fp8_blockscale_gemm"
+DEEPK_TARGET = "t64x256x128_wpe2_xcd8_sync_deepk"
+CARD_SHAPE = {"M": 4096, "N": 2048, "K": 7168}
+
+
+def _rates(report, flops: float, seconds: float) -> dict:  # noqa: ANN001 - LaunchReport
+    return {"seconds": round(seconds, 2), "wave_instructions": report.instructions, "waves": report.waves,
+            "workgroups": report.workgroups,
+            "wave_instr_per_s": round(report.instructions / seconds), "gflops": round(flops / seconds / 1e9, 4)}
+
+
+def triton_gemm() -> dict:
+    from verifiers.gfx950.emulator.validation.triton_cases import run_case
+
+    dims = {"M": 512, "N": 512, "K": 1024}
+    run_case("fp8_gemm_16x16x128", {"M": 64, "N": 64, "K": 128})  # compile + decode outside the timing
+    t0 = time.perf_counter()
+    r = run_case("fp8_gemm_16x16x128", dims)
+    seconds = time.perf_counter() - t0
+    out = _rates(r.report, 2.0 * dims["M"] * dims["N"] * dims["K"], r.report.seconds)
+    out.update({"dims": dims, "ok": r.ok and not r.report.hazards, "max_error": r.max_error, "wall_s": round(seconds, 2)})
+    return out
+
+
+def blockscale_deepk(m: int) -> dict:
+    import torch
+
+    from verifiers.gfx950.compile import compile_targets
+    from verifiers.gfx950.emulator.flydsl_arm import EmulatedKernel
+    from verifiers.metrics import output_metrics
+    from verifiers.parity import judge, output_eps, rules_from
+    from verifiers.problem import load_problem
+
+    art = compile_targets(FOLDER, [DEEPK_TARGET])[DEEPK_TARGET]
+    if art.status != "ok":
+        raise SystemExit(f"{DEEPK_TARGET}: {art.status}: {art.reason}")
+    k = art.kernels[0]
+    base = Path(art.artifacts_dir)
+    config = {"N": CARD_SHAPE["N"], "K": CARD_SHAPE["K"]}
+    kernel = EmulatedKernel(base / k.code_object_file, (base / k.host_ir_file).read_text(), k.kernel, config)
+    problem = load_problem(FOLDER)
+    dims = {"M": m, "N": CARD_SHAPE["N"], "K": CARD_SHAPE["K"]}
+    inputs = problem.make_inputs(dims, 0, "cpu")
+    pristine = {n: t.clone() for n, t in inputs.items()}
+    outputs = problem.make_outputs(dims, "cpu")
+    for t in outputs.values():
+        t.fill_(float("nan"))
+    from skill_kernels.flydsl_fp8_blockscale_gemm.flydsl_gemm import launcher_args
+
+    t0 = time.perf_counter()
+    report = kernel(*launcher_args(inputs, outputs))
+    seconds = time.perf_counter() - t0
+    rules = rules_from(problem.parity)
+    oracle = problem.oracle(pristine, dims)
+    failures, cosine = [], {}
+    with torch.no_grad():
+        for key, ref in oracle.items():
+            cand = output_metrics(outputs[key], ref, rules.rtol, rules.atol)
+            failures += judge(rules, cand, cand, output_eps(outputs[key]), who=f"emulated {key}")
+            cosine[key] = cand.cosine
+    out = _rates(report, 2.0 * m * dims["N"] * dims["K"], seconds)
+    per_group = seconds / report.workgroups
+    groups_full = (CARD_SHAPE["M"] // 64) * (CARD_SHAPE["N"] // 256)
+    out.update({"dims": dims, "parity_holds": not failures, "failures": failures[:3], "cosine": cosine,
+                "hazards": len(report.hazards),
+                "card_shape_seconds": round(seconds, 1) if m == CARD_SHAPE["M"] else round(per_group * groups_full, 1),
+                "card_shape_measured": m == CARD_SHAPE["M"]})
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--label", default="now")
+    ap.add_argument("--m", type=int, default=64)
+    ap.add_argument("--full", action="store_true", help="run the card shape 4096x2048x7168 (M=4096)")
+    ap.add_argument("--skip-triton", action="store_true")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    args = ap.parse_args()
+    doc = {
+        "command": "python bench/emulator_speed.py " + " ".join(sys.argv[1:]),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "device": f"{platform.machine()} CPU, {os.cpu_count()} cores, shared ({platform.platform()})",
+        "load_average_before": os.getloadavg(),
+    }
+    if not args.skip_triton:
+        doc["triton_fp8_gemm_512x512x1024"] = triton_gemm()
+        print("triton", doc["triton_fp8_gemm_512x512x1024"], flush=True)
+    doc["blockscale_deepk"] = blockscale_deepk(CARD_SHAPE["M"] if args.full else args.m)
+    print("blockscale", doc["blockscale_deepk"], flush=True)
+    doc["load_average_after"] = os.getloadavg()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"emulator_speed_{args.label}.json").write_text(json.dumps(doc, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""Batched handlers: one instruction for several waves of a ``lockstep.Batch`` at once.
+
+A batched handler is ``fn(waves, ins) -> bool`` over waves at the same PC; it computes what
+the per-wave handler computes, on ``[waves, 64]`` arrays, and returns False (the executor
+then runs the per-wave handler for each wave) whenever the case needs the per-wave
+bookkeeping: a register of the instruction with a load in flight in any wave (the
+read/write-before-wait hazards), an operand form it does not gather. Poison propagates as
+in ``ops.common`` (any poisoned input byte poisons the result dword).
+
+``batched_for(mnemonic, handler)`` binds one only when ``handler`` is the per-wave handler
+it mirrors, so a test that swaps a handler for a wrong variant runs that variant.
+Elementwise ALU ops (``PURE``) are batched when their function gives row by row the same
+result on a ``[2, 64]`` probe as on each row alone (some are written for one lane row).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from verifiers.gfx950.emulator.operands import Const, Reg
+from verifiers.gfx950.emulator.ops.common import PURE, bits, f32, output_mods
+from verifiers.gfx950.emulator.state import LANES, POISON, _float_mods, const_bits
+
+U32 = np.uint32
+WIDE = frozenset({"b64", "f64", "u64", "i64"})
+
+#: mnemonic -> (per-wave handler it mirrors, batched handler); filled by the op families
+BATCHED: dict[str, tuple[Callable, Callable]] = {}
+
+
+def batched(name: str, per_wave: Callable, fn: Callable) -> None:
+    BATCHED[name] = (per_wave, fn)
+
+
+# ------------------------------------------------------------------ gather / scatter
+def registers_of(ins) -> tuple[frozenset, frozenset]:  # noqa: ANN001
+    """(VGPR indices, SGPR indices) the instruction names (for the in-flight-load check)."""
+    cached = getattr(ins, "_regs", None)
+    if cached is None:
+        v, s = set(), set()
+        for o in ins.operands:
+            if isinstance(o, Reg):
+                (v if o.file == "v" else s).update(range(o.index, o.index + max(o.count, 1)))
+        cached = ins._regs = (frozenset(v), frozenset(s))
+    return cached
+
+
+def quiet(waves, ins, extra_v: range | None = None) -> bool:  # noqa: ANN001
+    """True when no wave has a load in flight into a register the instruction touches."""
+    vr, sr = registers_of(ins)
+    if extra_v is not None:
+        vr = vr | frozenset(extra_v)
+    for w in waves:  # a dict's keys view iterates the (small) set side
+        if w.pending_v and not w.pending_v.keys().isdisjoint(vr):
+            return False
+        if w.pending_s and not w.pending_s.keys().isdisjoint(sr):
+            return False
+    return True
+
+
+def slots(waves):  # noqa: ANN001, ANN201
+    """Row index of the waves in their batch: a slice when they are all of it, in order."""
+    b = waves[0].batch
+    if len(waves) == len(b.waves):
+        return slice(None)
+    return [w.slot for w in waves]
+
+
+def src(waves, rows, op, ftype: str = "b32", dwords: int = 1):  # noqa: ANN001, ANN201
+    """(values, poison) of an operand for every wave: [W, 64] (or [W, dwords, 64]); SGPRs and
+    constants broadcast ([W, 1] / [1, 1]). None for an operand form not gathered here."""
+    b = waves[0].batch
+    if isinstance(op, Reg):
+        i = op.index
+        if op.file == "v":
+            if dwords == 1:
+                vals, pois = b.v[rows, i], b.vp[rows, i]
+            else:
+                vals, pois = b.v[rows, i : i + dwords], b.vp[rows, i : i + dwords]
+        else:
+            if dwords == 1:
+                vals = np.array([w.s[i] for w in waves], dtype=U32)[:, None]
+                pois = np.array([w.sp[i] for w in waves], dtype=np.uint8)[:, None]
+            else:
+                vals = np.array([w.s[i : i + dwords] for w in waves], dtype=U32)[:, :, None]
+                pois = np.array([w.sp[i : i + dwords] for w in waves], dtype=np.uint8)[:, :, None]
+    elif isinstance(op, Const):
+        c = const_bits(op, ftype if dwords == 1 else ("f64" if ftype == "f64" else "b64"))
+        if dwords == 1:
+            vals = np.full((1, 1), c, dtype=U32)
+        else:
+            vals = np.array([(c >> (32 * k)) & 0xFFFFFFFF for k in range(dwords)], dtype=U32)[None, :, None]
+        pois = np.zeros(vals.shape, dtype=np.uint8)
+    else:
+        return None
+    if op.neg or op.abs:
+        if dwords != 1:
+            return None
+        vals = _float_mods(vals, op, ftype)
+    return vals, pois
+
+
+def exec_rows(waves) -> np.ndarray | None:  # noqa: ANN001
+    """[W, 64] active lanes, or None when every wave runs all 64 lanes."""
+    if all(w.exec_all for w in waves):
+        return None
+    return np.stack([w.exec for w in waves])
+
+
+def store(waves, rows, dst: Reg, vals: np.ndarray, pois: np.ndarray, dwords: int = 1) -> None:  # noqa: ANN001
+    """Write ``vals`` [W, 64] (or [W, dwords, 64]) into ``dst`` where each wave's EXEC is set."""
+    b = waves[0].batch
+    i = dst.index
+    sel = (rows, i) if dwords == 1 else (rows, slice(i, i + dwords))
+    m = exec_rows(waves)
+    shape = (len(waves), LANES) if dwords == 1 else (len(waves), dwords, LANES)
+    vals = np.broadcast_to(vals, shape)
+    pois = np.broadcast_to(pois, shape)
+    if m is None:
+        b.v[sel] = vals
+        b.vp[sel] = pois
+    else:
+        if dwords != 1:
+            m = m[:, None, :]
+        b.v[sel] = np.where(m, vals, b.v[sel])
+        b.vp[sel] = np.where(m, pois, b.vp[sel])
+
+
+def full_poison(p: np.ndarray) -> np.ndarray:
+    return np.where(p != 0, POISON, np.uint8(0))
+
+
+# ------------------------------------------------------------------ elementwise VALU
+def _row_consistent(fn, types: tuple[str, ...], is_float: bool) -> bool:  # noqa: ANN001
+    rng = np.random.default_rng(0)
+    args = [rng.integers(0, 1 << 32, size=(2, LANES), dtype=np.uint64).astype(U32) for _ in types]
+    if is_float:  # finite floats: the probe is about shapes, not NaN payloads
+        args = [np.where(np.isfinite(a.view(np.float32)), a, U32(0x3F800000)) for a in args]
+    conv = [(lambda x, t: x.view(np.float32) if is_float and t == "f32" else x)(a, t) for a, t in zip(args, types)]
+    try:
+        with np.errstate(all="ignore"):
+            whole = np.asarray(fn(*conv))
+            rows = [np.asarray(fn(*[c[r] for c in conv])) for r in range(2)]
+    except Exception:  # noqa: BLE001 - written for one row only
+        return False
+    return whole.shape == (2, LANES) and all(
+        whole[r].dtype == rows[r].dtype and whole[r].tobytes() == rows[r].tobytes() for r in range(2))
+
+
+def pure_batched(name: str) -> Callable | None:
+    types, fn, is_float = PURE[name]
+    if any(t in WIDE for t in types) or not _row_consistent(fn, types, is_float):
+        return None
+
+    def h(waves, ins) -> bool:  # noqa: ANN001
+        if not quiet(waves, ins):
+            return False
+        rows = slots(waves)
+        vals, pois = [], None
+        for k, t in enumerate(types):
+            g = src(waves, rows, ins.operands[1 + k], t)
+            if g is None:
+                return False
+            vals.append(f32(g[0]) if is_float and t == "f32" else g[0])
+            pois = g[1] if pois is None else pois | g[1]
+        with np.errstate(all="ignore"):
+            r = fn(*vals)
+            r = bits(output_mods(ins, r)) if is_float else np.asarray(r).astype(U32, copy=False)
+        store(waves, rows, ins.operands[0], r, full_poison(pois))
+        return True
+
+    return h
+
+
+def _nop(waves, ins) -> bool:  # noqa: ANN001
+    return True
+
+
+def batched_for(mnemonic: str, handler: Callable | None) -> Callable | None:
+    """The batched handler of ``mnemonic`` if ``handler`` is the per-wave one it mirrors."""
+    from verifiers.gfx950.emulator.ops import ORIGINAL
+
+    base = mnemonic
+    entry = BATCHED.get(mnemonic)
+    if entry is None:
+        for suffix in ("_e32", "_e64"):
+            if mnemonic.endswith(suffix):
+                base = mnemonic[: -len(suffix)]
+        entry = BATCHED.get(base)
+        if entry is None and base in PURE and ORIGINAL.get(base) is not None:
+            fn = pure_batched(base)
+            entry = BATCHED[base] = (ORIGINAL[base], fn) if fn else (None, None)
+    if entry is None or entry[1] is None or entry[0] is not handler or ORIGINAL.get(base) is not handler:
+        return None
+    return entry[1]
+
+
+def register_hints(hint_handler: Callable, names: tuple[str, ...]) -> None:
+    for n in names:
+        batched(n, hint_handler, _nop)
+
+
+def write_masks(waves, op, lanes: np.ndarray, poison: np.ndarray) -> bool:  # noqa: ANN001
+    """``common.write_mask`` for every wave: ``lanes`` [W, 64] bool (masked by each wave's EXEC
+    here), ``poison`` [W, 64] of the inputs. False (nothing written) for a destination this
+    does not handle (EXEC itself, not an SGPR pair)."""
+    from verifiers.gfx950.emulator.operands import EXEC
+
+    if not (isinstance(op, Reg) and op.file == "s") or op.index >= EXEC - 1:
+        return False
+    m = exec_rows(waves)
+    if m is not None:
+        lanes = lanes & m
+        bad = ((poison != 0) & m).any(axis=1)
+    else:
+        bad = (poison != 0).any(axis=1)
+    words = np.packbits(np.ascontiguousarray(np.broadcast_to(lanes, (len(waves), LANES))), axis=1,
+                        bitorder="little").view(np.uint64)[:, 0]
+    i = op.index
+    for w, v, b in zip(waves, words.tolist(), bad.tolist()):
+        p = 0xF if b else 0
+        w.s[i], w.s[i + 1] = v & 0xFFFFFFFF, v >> 32
+        w.sp[i] = w.sp[i + 1] = p
+    return True
