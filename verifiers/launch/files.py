@@ -22,6 +22,8 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from verifiers.locations import KERNELS_DIR
+
 REPO_ROOT = Path(__file__).resolve().parents[2]  # the folder holding verifiers/
 PROJECT_PACKAGES = ("verifiers", "skill_server", "skill_kernels", "kernels")
 
@@ -60,12 +62,13 @@ def harness_sources() -> list[Path]:
 
 
 def problem_sources(problem: str) -> list[Path]:
-    """The problem's own files: its kernels folder, or the folder of a problem file."""
+    """The problem's own files: its folder under ``KERNELS_DIR`` (the checkout's ``kernels/``, or
+    ``skill_kernels/kernels/`` inside an installed wheel), or the folder of a problem file."""
     path = Path(problem)
     if problem.endswith(".py") or "/" in problem:
         folder = path.expanduser().resolve().parent
         return sorted(folder.glob("*.py"))
-    folder = REPO_ROOT / "kernels" / problem
+    folder = KERNELS_DIR / problem
     return sorted(folder.rglob("*.py")) if folder.is_dir() else []
 
 
