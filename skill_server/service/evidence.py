@@ -20,11 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from verifiers.report import VerificationReport
+
 from skill_server import embedded_write_problem, is_embedded
 from skill_server.reverify.claims import NEVER_REVERIFIED, Figure, Reverification, select_figures, summarise
 from skill_server.ledger.signing import EvidenceLevel
 from skill_server.ledger.models import LedgerError, ResultRecord, StoredResult, StoredReverification, default_recorder
+from skill_server.cards.schema import VerifierBinding
 from skill_server.service.errors import ServiceError
+from skill_server.service.verification import run_card_verifier
 
 if TYPE_CHECKING:  # pragma: no cover
     from skill_server.reverify.claims_cache import ClaimsCache
@@ -66,9 +70,7 @@ class ExportResult(BaseModel):
 class VerifyOutcome(BaseModel):
     """One run of this server's verifier: the report and what became of it."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    report: Any = Field(description="verifiers.report.VerificationReport")
+    report: VerificationReport
     report_id: str
     digest: str
     level: EvidenceLevel = "verified"
@@ -144,17 +146,22 @@ class LedgerService:
         return figures
 
     # -- verify --------------------------------------------------------------------
-    def problem_of(self, card_id: str) -> str:
-        """The kernels folder (verifier problem) a card binds to."""
+    def binding_of(self, card_id: str) -> VerifierBinding:
+        """The card's verifier binding (its problem and arms per platform)."""
         card = self.card(card_id).card
         if card.verifier is None:
             raise ServiceError(f"card {card_id!r} has no verifier binding (front matter 'verifier:')")
-        return card.verifier.problem
+        return card.verifier
+
+    def problem_of(self, card_id: str) -> str:
+        """The kernels folder (verifier problem) a card binds to."""
+        return self.binding_of(card_id).problem
 
     def verify(self, card_id: str, candidate: str, baseline: str | None = None, shapes: list[str] | None = None,
                options: dict | Any = None, progress: Callable[[int, int, str], None] | None = None, *,
-               record: bool = False, recorded_by: str | None = None, client: "ClientPolicy | None" = None
-               ) -> VerifyOutcome:
+               record: bool = False, recorded_by: str | None = None, client: "ClientPolicy | None" = None,
+               not_recorded: str = "not recorded: record=false", cancel: threading.Event | None = None,
+               plot_path: str | None = None) -> VerifyOutcome:
         """Run the card's verifier on this box (parity against the immutable oracle, runtime
         signatures, same-session A/A + interleaved A/B timing) and, when ``record``, store
         the report and its records as ``verified``. Unrecorded reports stay readable
@@ -163,14 +170,13 @@ class LedgerService:
         With ``client`` (an MCP client, not the operator) the candidate must be a file under
         the policy's roots or an arm, and only the policy's effort options may be set over the
         operator's: the worker's interpreter, output files and the parity rules stay the server's."""
-        from verifiers.api import verify
         from verifiers.options import VerifyOptions
 
         from skill_server.ledger.report_records import report_digest, sign_fresh
 
         from skill_server.doctor.preflight import verify_refusal
 
-        problem = self.problem_of(card_id)
+        binding = self.binding_of(card_id)
         if record:
             self._writable()
         try:
@@ -181,7 +187,8 @@ class LedgerService:
             refusal = verify_refusal(opts.device, opts.profile)
             if refusal:  # a box that cannot run it refuses with the doctor's line
                 raise ServiceError(f"verification refused on this box (the doctor tool has the full report):\n{refusal}")
-            report = verify(problem, candidate, baseline=baseline, shapes=shapes, options=opts, progress=progress)
+            report = run_card_verifier(binding, candidate, baseline=baseline, shapes=shapes, options=opts,
+                                       progress=progress, cancel=cancel, plot_path=plot_path)
         except (ValueError, KeyError, FileNotFoundError, ImportError) as exc:
             raise ServiceError(exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)) from None
         digest = report_digest(report)
@@ -195,7 +202,7 @@ class LedgerService:
             except ServiceError as exc:
                 outcome.not_recorded = f"not recorded: {exc}"
         else:
-            outcome.not_recorded = "not recorded (record=false or write tools off)"
+            outcome.not_recorded = not_recorded
         key = self.ledger.keys.for_reading()
         if key is not None:  # never creates a key: an unrecorded run writes nothing
             signed = sign_fresh(report, key.sign("report", {"digest": digest}))
@@ -320,9 +327,12 @@ class LedgerService:
         try:
             card = bind_report(signed.report, cards, card_id)
             derived = derive_records(signed.report, card, recorded_by, source)
-            if not derived.records:
+            if not derived.records and not verified:
                 raise LedgerError("the report holds no result to record (" + ("; ".join(derived.skipped) or
                                   "no shapes") + "); nothing written")
+            if not derived.records:  # this deployment's own report always lands; it holds no evidence row
+                note = "; ".join(filter(None, [note, f"the report is stored; verdict {signed.report.verdict}: "
+                                               "no result row (nothing that counts for or against the card)"]))
             receipt = self.ledger.record_report(stored_report(signed, recorded_by, source),
                                                 derived.records, verified=verified, note=note)
         except LedgerError as exc:
