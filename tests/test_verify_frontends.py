@@ -90,3 +90,27 @@ def test_run_verifier_bad_card_is_an_error_result():
 
     result = with_client(build(allow_exec_tools=True), call)
     assert result.is_error and "unknown card 'nope'" in result.content[0].text
+
+
+def test_run_verifier_error_verdict_is_an_error_answer_that_says_why_it_was_not_recorded(tmp_path):
+    """A baseline that cannot run on this platform: the judge ends ERROR before it opens a device.
+    The answer is an error (isError) carrying the report, and it says why nothing was recorded."""
+    from skill_server.mcp.app import ServerSettings, build_server
+    from skill_server.service.facade import SkillService
+
+    from mcp_support import SKILLS
+
+    server = build_server(SkillService(SKILLS, check_interval=1.0, ledger_path=tmp_path / "l.sqlite"),
+                          ServerSettings(allow_exec_tools=True, allow_write_tools=True, verify_options=OPERATOR_OPTIONS))
+
+    async def call(client):
+        return await client.call_tool("run_verifier", {
+            "card_id": "flydsl_fp8_blockscale_gemm", "candidate": "arm:torch_dequant", "baseline": "ck_blockscale",
+            "shapes": ["128x256x512"], "options": OPTIONS})
+
+    result = with_client(server, call)
+    answer = result.structured_content
+    assert result.is_error and answer["verdict"] == "ERROR", result.content[0].text
+    assert "not on cpu" in result.content[0].text
+    assert "before the verifier opened a device" in answer["not_recorded"]
+    assert "provenance names no platform" not in result.content[0].text
