@@ -133,6 +133,18 @@ def test_installed_package_runs_from_the_venv_and_keeps_state_in_user_folders(ve
     assert got["cache"] == f"{home}/.cache/gpu-skill-server"
 
 
+def test_installed_judge_manifest_and_sandbox_list_the_problem_files(venv):
+    """The judge's integrity manifest and the arms' sandbox code list both come from
+    ``problem_sources``: in the wheel they must name the embedded problem's files."""
+    probe = ("import json; from verifiers.launch import files;"
+             "print(json.dumps([str(p) for p in files.problem_sources('flydsl_fp8_blockscale_gemm')]))")
+    out = _run(venv, "python", "-c", probe)
+    listed = json.loads(out.stdout or "[]")
+    folder = f"{venv['site']}/skill_kernels/kernels/flydsl_fp8_blockscale_gemm"
+    assert f"{folder}/problem.py" in listed, out.stdout + out.stderr
+    assert f"{folder}/triton_twin.py" in listed and all(p.startswith(folder) for p in listed)
+
+
 def test_installed_cli_lints_lists_and_matches_the_embedded_cards(venv):
     before = _site_snapshot(venv["site"])
     lint = _run(venv, "skill-server", "lint")

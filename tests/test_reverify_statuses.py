@@ -33,7 +33,8 @@ def verifier_with(speedups: dict[str, float], verdict: str | None = None, parity
     verdicts that follow them unless one is forced."""
     calls = []
 
-    def run(problem, candidate, baseline, shapes, progress):
+    def run(binding, candidate, baseline, shapes, progress):
+        problem = binding.problem  # the card's verifier binding, as the Reverifier passes it
         calls.append((problem, candidate, baseline, list(shapes)))
         progress("timing")
         rows = [shape_report(s, speedups.get(s, 2.0), verdict, parity_ok, baseline=baseline) for s in shapes]
@@ -121,8 +122,8 @@ def test_a_parity_failure_on_a_hidden_shape_fails_the_card(svc):
 
 
 def test_an_inconclusive_timing_cannot_confirm_the_claims(svc):
-    def untimed(problem, candidate, baseline, shapes, progress):
-        return verification_report(problem, [shape_report(s, None, baseline=baseline) for s in shapes])
+    def untimed(binding, candidate, baseline, shapes, progress):
+        return verification_report(binding.problem, [shape_report(s, None, baseline=baseline) for s in shapes])
 
     c = run(svc, verifier=untimed).cards[0]
     assert c.status == "NOT_APPLICABLE_HERE" and "timing inconclusive" in c.reason

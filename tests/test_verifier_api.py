@@ -1,5 +1,5 @@
 """End to end: verify() through the judge process and the arm processes, the report, the
-plot, the CLI glue, hidden shapes, bad input."""
+plot, the CLI's argument handling, hidden shapes, bad input."""
 from __future__ import annotations
 
 import argparse
@@ -12,7 +12,9 @@ from verifier_support import (FIXTURES, HIDDEN_FILE, PARITY_ONLY, PROBLEM_FILE, 
                               verify_decided)
 
 from verifiers.api import resolve_shapes, verify
-from skill_server.cli.verify_support import add_verify_arguments, run_verify_command
+from pydantic import ValidationError
+
+from skill_server.cli.verify_support import add_verify_arguments, exit_code, options_from_args
 from verifiers.options import VerifyOptions
 from verifiers.problem import load_problem
 from verifiers.report import VerificationReport
@@ -81,16 +83,16 @@ def test_no_verifier_process_outlives_a_run(honest_report):
     assert verifier_processes() == []
 
 
-def test_cli_prints_json_and_exits_1_on_a_failed_candidate(capsys):
+def test_cli_options_and_json_round_trip_a_failed_candidate():
     parser = argparse.ArgumentParser()
     add_verify_arguments(parser)
     args = parser.parse_args([
         "--candidate", candidate("writes_nan"), "--shape", "32x32x32",
         "--json", "--no-timing", "--no-profile", "--seed", "0", "--no-secret-seed", "--quiet",
     ])
-    code = run_verify_command(args, PROBLEM_FILE)
-    out = json.loads(capsys.readouterr().out)
-    assert code == 1
+    report = verify(PROBLEM_FILE, args.candidate, shapes=args.shapes, options=options_from_args(args))
+    out = json.loads(report.model_dump_json())
+    assert exit_code(report.verdict) == 1
     assert out["verdict"] == "FAIL" and out["stages"]["parity"]["status"] == "FAIL"
     assert out["stages"]["timing"]["status"] == "SKIPPED"
     # non-finite figures survive the judge -> caller -> JSON round trip
@@ -98,7 +100,16 @@ def test_cli_prints_json_and_exits_1_on_a_failed_candidate(capsys):
     assert metrics["nonfinite"] == 1 and metrics["max_abs"] == float("inf")
 
 
-def test_cli_rejects_bad_input_with_exit_2(capsys):
+def _refusal(args: argparse.Namespace) -> str:
+    """What the verify command's argument handling refuses (before any process starts)."""
+    try:
+        verify(PROBLEM_FILE, args.candidate, baseline=args.baseline, shapes=args.shapes, options=options_from_args(args))
+    except (ValueError, KeyError, ValidationError) as exc:
+        return str(exc)
+    raise AssertionError(f"accepted: {args}")
+
+
+def test_cli_arguments_reject_bad_input_before_any_process():
     parser = argparse.ArgumentParser()
     add_verify_arguments(parser)
     for argv, message in (
@@ -110,8 +121,7 @@ def test_cli_rejects_bad_input_with_exit_2(capsys):
         (["--candidate", HONEST, "--options", '{"python": "/bin/sh"}'], "python"),
         (["--candidate", HONEST, "--options", '{"plot_path": "/etc/x.png"}'], "plot_path"),
     ):
-        assert run_verify_command(parser.parse_args(argv + ["--quiet"]), PROBLEM_FILE) == 2
-        assert message in capsys.readouterr().err
+        assert message in _refusal(parser.parse_args(argv + ["--quiet"]))
 
 
 def test_problem_loads_from_a_path_and_shapes_resolve():

@@ -32,14 +32,17 @@ def test_cli_verify_passes_an_exact_arm_and_fails_the_e8m0_trap(tmp_path):
     report = json.loads(ok.stdout)
     assert report["card_id"] == "flydsl_fp8_blockscale_gemm" and report["stages"]["parity"]["status"] == "PASS"
     assert not ledger.exists()  # --no-record: nothing stored (the signed report is in ok.json)
-    # timing was off, so there is nothing timed to record: a clear refusal, nothing written
+    # timing was off, so nothing timed: this server's own signed report is stored, with no result row
+    # (an INCONCLUSIVE run is evidence neither for nor against the card)
     rec = subprocess.run([sys.executable, "-m", "skill_server.cli.entry", "record", "--from-report", str(tmp_path / "ok.json"),
                           "--ledger", str(ledger)], capture_output=True, text=True, timeout=120)
-    assert rec.returncode == 2 and "no result to record" in rec.stderr and "INCONCLUSIVE" in rec.stderr
+    assert rec.returncode == 0 and "recorded 0 result(s) as verified" in rec.stdout, rec.stderr
+    assert "INCONCLUSIVE" in rec.stderr and "not evidence" in rec.stderr
+    assert Ledger(ledger).history() == []
     bad = _cli("--candidate", "arm:e8m0_scaled", "--baseline", "torch_dequant", "--report",
                str(tmp_path / "r.json"), *QUICK, ledger=ledger)
     assert bad.returncode == 1 and "FAIL" in bad.stdout and "recorded 1 result(s) as verified" in bad.stdout
-    [r] = Ledger(ledger).history()
+    [r] = Ledger(ledger).history()  # the FAIL blames the candidate on evidence: a result row
     assert r.verdict == "FAIL" and r.evidence.level == "verified" and r.candidate.name == "e8m0_scaled"
     envelope = json.loads((tmp_path / "r.json").read_text())
     assert envelope["digest"] == r.evidence.report_digest and envelope["signature"]["value"]
@@ -87,3 +90,27 @@ def test_run_verifier_bad_card_is_an_error_result():
 
     result = with_client(build(allow_exec_tools=True), call)
     assert result.is_error and "unknown card 'nope'" in result.content[0].text
+
+
+def test_run_verifier_error_verdict_is_an_error_answer_that_says_why_it_was_not_recorded(tmp_path):
+    """A baseline that cannot run on this platform: the judge ends ERROR before it opens a device.
+    The answer is an error (isError) carrying the report, and it says why nothing was recorded."""
+    from skill_server.mcp.app import ServerSettings, build_server
+    from skill_server.service.facade import SkillService
+
+    from mcp_support import SKILLS
+
+    server = build_server(SkillService(SKILLS, check_interval=1.0, ledger_path=tmp_path / "l.sqlite"),
+                          ServerSettings(allow_exec_tools=True, allow_write_tools=True, verify_options=OPERATOR_OPTIONS))
+
+    async def call(client):
+        return await client.call_tool("run_verifier", {
+            "card_id": "flydsl_fp8_blockscale_gemm", "candidate": "arm:torch_dequant", "baseline": "ck_blockscale",
+            "shapes": ["128x256x512"], "options": OPTIONS})
+
+    result = with_client(server, call)
+    answer = result.structured_content
+    assert result.is_error and answer["verdict"] == "ERROR", result.content[0].text
+    assert "not on cpu" in result.content[0].text
+    assert "before the verifier opened a device" in answer["not_recorded"]
+    assert "provenance names no platform" not in result.content[0].text

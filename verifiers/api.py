@@ -10,6 +10,7 @@ the judge's probe, seconds later.
 from __future__ import annotations
 
 import ast
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,9 +26,9 @@ from verifiers.report import (
     overall_verdict,
     plot_rounds,
 )
-from verifiers.launch.runner import failed_report, run_judge
+from verifiers.launch.runner import VerifyCancelled, failed_report, run_judge
 
-__all__ = ["VerifyOptions", "VerificationReport", "verify", "resolve_shapes"]
+__all__ = ["VerifyCancelled", "VerifyOptions", "VerificationReport", "verify", "resolve_shapes"]
 
 Progress = Callable[[int, int, str], None]
 _DYNAMIC = ("__getattr__", "globals", "exec", "setattr", "sys.modules", "import *")
@@ -129,14 +130,21 @@ def verify(
     options: VerifyOptions | None = None,
     progress: Progress | None = None,
     plot_path: str | Path | None = None,
+    *,
+    baselines: dict[str, str] | None = None,
+    cancel: threading.Event | None = None,
 ) -> VerificationReport:
     """Verify ``candidate`` (``FILE.py:FUNC``, ``package.module:FUNC`` or ``arm:NAME``) against
-    the problem's baseline arm (or ``baseline``) on ``shapes`` (default: the problem's shapes).
+    a baseline arm on ``shapes`` (default: the problem's shapes).
 
-    ``plot_path``: where the caller wants the per-round plot (a caller's choice, never a
-    client-settable option). Raises ValueError / KeyError for bad input (unknown problem,
-    arm, shape, candidate syntax) before any process starts; everything that happens
-    inside a run, a candidate that cannot be loaded included, is recorded in the report.
+    The baseline: ``baseline`` when given, else ``baselines[platform]`` (the card's verifier
+    binding, platform -> arm; the platform is the device the judge opens), else the
+    problem's own baseline arm for that platform. ``plot_path``: where the caller wants the
+    per-round plot (a caller's choice, never a client-settable option). ``cancel`` set
+    while it runs stops every process of the run and raises ``VerifyCancelled``. Raises
+    ValueError / KeyError for bad input (unknown problem, arm, shape, candidate syntax)
+    before any process starts; everything that happens inside a run, a candidate that
+    cannot be loaded included, is recorded in the report.
     """
     options = options or VerifyOptions()
     t0 = time.perf_counter()
@@ -145,6 +153,8 @@ def verify(
     emulated = options.device.strip().lower() == EMULATED_PLATFORM
     if baseline is not None:
         problem.arm(baseline)  # KeyError lists the arms
+    for arm in (baselines or {}).values():
+        problem.arm(arm)  # a binding naming an arm the problem lacks (lint says so too)
     if emulated:
         problem = for_platform(problem, EMULATED_PLATFORM)  # ValueError: the problem declares no emulation
     elif spec.kind == "arm":
@@ -160,10 +170,9 @@ def verify(
         reports += [failed_report(h, True, "FAIL", "load", "FAIL", bad) for h in hidden]
     else:
         if spec.kind == "file":
-            candidate_arg = f"{Path(spec.target).expanduser().resolve()}:{spec.function}"
-        else:
-            candidate_arg = candidate
-        reports = run_judge(worker_problem, candidate_arg, shape_list, baseline, options, progress, hidden)
+            spec = CandidateSpec("file", str(Path(spec.target).expanduser().resolve()), spec.function)
+        reports = run_judge(worker_problem, spec, shape_list, baseline, dict(baselines or {}), options, progress,
+                            hidden, cancel)
     report = _merge(problem, candidate, baseline, shape_list, reports, options)
     if plot_path:
         path = plot_rounds(report, plot_path)

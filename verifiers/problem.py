@@ -30,7 +30,7 @@ import importlib.util
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from verifiers import card_folder
@@ -180,6 +180,9 @@ class Problem:
     candidate_signature: SignatureSpec = field(default_factory=SignatureSpec)
     # shapes checked for parity but never shown to the candidate author
     hidden_shapes: tuple[Mapping[str, int], ...] = ()
+    # the hidden shapes on the CPU platform, when the GPU-sized ones would take minutes per
+    # call there (``for_platform``); CPU-sized, still exercising the tails and odd tile counts
+    cpu_hidden_shapes: tuple[Mapping[str, int], ...] = ()
     # inputs that ``build`` may preprocess (e.g. pre-shuffled weights): the judge writes
     # fresh values into every *other* input before every timed and profiled call and
     # checks that call's outputs, so ``launch`` must read those at call time
@@ -219,8 +222,12 @@ class Problem:
 
 def for_platform(problem: Problem, platform: str) -> Problem:
     """The problem as a platform runs it: on ``gfx950-emulated`` its emulation-sized shapes
-    (visible and hidden), its lean seeds and perturbations; elsewhere the problem itself.
-    Raises ValueError when the problem declares no emulation."""
+    (visible and hidden), its lean seeds and perturbations; on ``cpu`` its ``cpu_hidden_shapes``
+    when it declares them (GPU-sized hidden shapes take minutes per call there: Triton's
+    interpreter, fp8 emulated in software); elsewhere the problem itself. Raises ValueError when the problem declares no
+    emulation."""
+    if platform == "cpu" and problem.cpu_hidden_shapes:
+        return replace(problem, hidden_shapes=tuple(problem.cpu_hidden_shapes))
     if platform != EMULATED_PLATFORM:
         return problem
     emu = problem.emulation
@@ -231,8 +238,6 @@ def for_platform(problem: Problem, platform: str) -> Problem:
     if unknown:
         raise ValueError(f"problem {problem.name!r}: emulation perturbations {unknown} are not among the "
                          f"problem's {sorted(problem.perturbations)}")
-    from dataclasses import replace
-
     return replace(problem, shapes=tuple(emu.shapes), hidden_shapes=tuple(emu.hidden_shapes),
                    parity=replace(problem.parity, seeds=tuple(emu.seeds)),
                    perturbations={k: problem.perturbations[k] for k in emu.perturbations})

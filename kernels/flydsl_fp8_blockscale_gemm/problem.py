@@ -195,6 +195,7 @@ PROBLEM = Problem(
     flops=flops,
     min_bytes=min_bytes,
     smoke_shapes=SMOKE_SHAPES,
+    cpu_hidden_shapes=SMOKE_SHAPES[1:],  # on CPU: the smoke shape with the tails, not GPU-sized ones
     hidden_shapes=HIDDEN_SHAPES,
     # the weights and their scales, as in a served model: prepared once (CK's preshuffle,
     # cuBLAS's K/128 pad to a multiple of 4), so build may preprocess them. All three stay

@@ -219,6 +219,7 @@ PROBLEM = Problem(
     flops=oracle.segment_flops,
     min_bytes=oracle.segment_min_bytes,
     smoke_shapes=SMOKE_SHAPES,
+    cpu_hidden_shapes=SMOKE_SHAPES[1:],  # on CPU: the smoke shape with the tails, not GPU-sized ones
     candidate_signature=FP8_SIGNATURE,
     hidden_shapes=HIDDEN_SHAPES,
     static_inputs=(),

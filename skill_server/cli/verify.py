@@ -4,6 +4,7 @@ parity and A/B through the verifier subprocess; the result is recorded in the le
 from __future__ import annotations
 
 import argparse
+import signal
 
 from skill_server.cli.common import handles_errors, service_from
 
@@ -65,11 +66,15 @@ def cmd_verify(args) -> int:
     except (ValueError, ValidationError) as exc:
         print(f"skill-server verify: error: invalid verify options: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    # SIGTERM (a scheduler's timeout, an agent stopping its tool) unwinds like Ctrl-C: the runner
+    # stops the judge and its arms before this process exits (on SIGKILL they see their pipe close)
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     display = None if args.quiet else ProgressDisplay()
     try:
         outcome = svc.verify(args.card, args.candidate, baseline=args.baseline, shapes=args.shapes, options=options,
                              progress=display, record=not args.no_record,
-                             recorded_by=f"{args.by} (verify)" if args.by else None)
+                             recorded_by=f"{args.by} (verify)" if args.by else None,
+                             not_recorded="not recorded (--no-record)", plot_path=args.plot)
     finally:
         if display:
             display.close()
@@ -87,11 +92,15 @@ def cmd_verify(args) -> int:
             print(f"plot: {report.plot_path}")
         if outcome.recorded is not None:
             r = outcome.recorded
-            print(f"recorded {len(r.ids)} result(s) as {r.level} (ids {', '.join(map(str, r.ids))}); "
-                  f"report {outcome.report_id}" + (f"; not recorded: {'; '.join(r.skipped)}" if r.skipped else ""))
+            print(f"recorded {len(r.ids)} result(s) as {r.level}" + (f" (ids {', '.join(map(str, r.ids))})" if r.ids else "")
+                  + f"; report {outcome.report_id}" + (f"; no result for: {'; '.join(r.skipped)}" if r.skipped else ""))
         else:
-            print(f"not recorded (--no-record); report {outcome.report_id}")
+            print(f"{outcome.not_recorded}; report {outcome.report_id}")
     return exit_code(report.verdict)
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 @handles_errors

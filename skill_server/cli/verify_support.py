@@ -1,10 +1,7 @@
-"""CLI glue for ``skill-server verify CARD --candidate FILE:FUNC [--baseline ARM] [--shape MxNxK]... [--json]``.
+"""The ``verify`` command's arguments, options, progress display and exit codes.
 
-The lead's CLI adds the ``CARD`` positional itself, resolves it to the card's problem name,
-and calls::
-
-    add_verify_arguments(verify_parser)
-    return run_verify_command(args, problem_name)
+The command itself is ``skill_server.cli.verify.cmd_verify`` (one verify command: the card's
+binding decides the arms, the result is recorded unless ``--no-record``).
 
 Exit codes: 0 the verification ran and the candidate is correct (verdict FASTER, SLOWER,
 NO_DIFFERENCE, or INCONCLUSIVE when timing was switched off), 1 FAIL, 2 bad input,
@@ -18,8 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from pydantic import ValidationError
-
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
 
 
@@ -28,7 +23,8 @@ def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--candidate", required=True, metavar="FILE.py:FUNC",
                         help="the rewrite: FILE.py:FUNC, package.module:FUNC, or arm:NAME (a problem arm)")
     parser.add_argument("--baseline", metavar="ARM", default=None,
-                        help="baseline arm of the problem (default: the problem's baseline for this platform)")
+                        help="baseline arm of the problem (default: the one the card's verifier binding names "
+                             "for this platform)")
     parser.add_argument("--shape", metavar="MxNxK", action="append", dest="shapes", default=None,
                         help="shape to verify (repeatable; default: the problem's shapes)")
     parser.add_argument("--json", action="store_true", help="print the full report as JSON on stdout")
@@ -122,37 +118,3 @@ def exit_code(verdict: str) -> int:
     if verdict == "ERROR":
         return EXIT_ERROR
     return EXIT_OK
-
-
-def run_verify_command(args: argparse.Namespace, card_problem_name: str) -> int:
-    """Run ``verify`` for the card's problem, print the summary (or JSON), return the exit code."""
-    from verifiers.api import verify
-
-    try:
-        options = options_from_args(args)
-    except (ValueError, ValidationError) as exc:
-        print(f"error: invalid verify options: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    display = None if args.quiet else ProgressDisplay()
-    try:
-        report = verify(card_problem_name, args.candidate, baseline=args.baseline, shapes=args.shapes,
-                        options=options, progress=display, plot_path=args.plot)
-    except (ValueError, KeyError, FileNotFoundError, ImportError, TypeError, AttributeError) as exc:
-        if display:
-            display.close()
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"error: {msg}", file=sys.stderr)
-        return EXIT_USAGE
-    if display:
-        display.close()
-    text = report.model_dump_json(indent=2)
-    if args.report:
-        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.report).write_text(text)
-    if args.json:
-        print(text)
-    else:
-        print(report.summary())
-        if report.plot_path:
-            print(f"plot: {report.plot_path}")
-    return exit_code(report.verdict)

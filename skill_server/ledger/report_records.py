@@ -136,14 +136,19 @@ def problem_name(folder: str) -> str:
 
 # ------------------------------------------------------------------------ records
 def derive_records(report: VerificationReport, card: Card, recorded_by: str, source: str) -> DerivedRecords:
-    """One ledger record per timed shape of the report. Hidden shapes carry no timing; a
-    hidden shape that failed parity makes every record of the report a FAIL."""
+    """One ledger record per shape of the report that is evidence: a timed verdict, or a FAIL
+    (the candidate blamed on evidence). An INCONCLUSIVE or ERROR shape (nothing timed, the
+    platform could not observe, the harness could not decide) is never stored as evidence
+    for or against the card: it is listed in ``skipped`` with its reason. Hidden shapes
+    carry no timing; a hidden shape that failed parity makes every record of the report a
+    FAIL."""
     platform = report.provenance.platform_info()
     if platform is None:
-        raise ReportRejected("the report's provenance names no platform (cuda, rocm or cpu): it is not a "
-                             "complete verifier report")
-    hidden_failures = [f"{s.shape}: {s.verdict}" for s in report.shape_reports
-                       if s.hidden and s.verdict in ("FAIL", "ERROR")]
+        why = next((f"{name}: {st.reason}" for name, st in report.stages.items() if st.status in ("ERROR", "FAIL")),
+                   "no shape reached the device")
+        raise ReportRejected(f"the run ended {report.verdict} before the verifier opened a device, so the report "
+                             f"names no platform to record it under ({why[:300]})")
+    hidden_failures = [f"{s.shape}: {s.verdict}" for s in report.shape_reports if s.hidden and s.verdict == "FAIL"]
     candidate = candidate_arm_name(report.candidate)
     out = DerivedRecords()
     for s in report.shape_reports:
@@ -167,8 +172,6 @@ def derive_records(report: VerificationReport, card: Card, recorded_by: str, sou
 def _record(report: VerificationReport, s: ShapeReport, card: Card, candidate: str, platform: Any,
             recorded_by: str, source: str, hidden_failures: list[str]) -> ResultRecord | str:
     verdict = s.verdict
-    if verdict == "ERROR":
-        verdict = "FAIL"  # the harness or the problem could not decide: stored as a failure with its stages
     stages = {name: st.status for name, st in s.stages.items()}
     problems = [f"{name}: {st.reason or st.status}" for name, st in s.stages.items() if st.status in ("FAIL", "ERROR")]
     if hidden_failures:
@@ -176,7 +179,9 @@ def _record(report: VerificationReport, s: ShapeReport, card: Card, candidate: s
         stages["hidden_parity"] = "FAIL"
         problems.append("hidden shapes failed: " + ", ".join(hidden_failures))
     if verdict not in LEDGER_VERDICTS:
-        return f"verdict {s.verdict}: nothing was timed"
+        undecided = [f"{name} {st.status}: {st.reason}" for name, st in s.stages.items() if st.status != "PASS"]
+        return (f"verdict {verdict}: not evidence for or against the card, nothing recorded for this shape"
+                + (f" ({'; '.join(undecided)[:400]})" if undecided else ""))
     ab = s.timing.ab if s.timing is not None else None
     speedup = ab.speedup if ab is not None and verdict != "FAIL" else None
     interval = (ab.ci_low, ab.ci_high) if ab is not None and ab.ci_low and ab.ci_high and speedup else None

@@ -11,6 +11,7 @@ the result is returned.
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -25,9 +26,12 @@ Report = Callable[[float, float, str], None]
 BUFFER = 256
 
 
-async def run_with_progress(ctx: Context, work: Callable[[Report], T]) -> T:
+async def run_with_progress(ctx: Context, work: Callable[[Report], T], cancel: threading.Event | None = None) -> T:
     """Run ``work(report)`` on a worker thread; every ``report(done, total, message)`` call,
-    from any thread, becomes an MCP progress notification during the run."""
+    from any thread, becomes an MCP progress notification during the run. When the request
+    is cancelled (the client's ``notifications/cancelled``, or the session ends) ``cancel``
+    is set at once: the work sees it and stops its processes (``verifiers.launch.runner``);
+    the call does not wait for the thread."""
     token = anyio.lowlevel.current_token()
     send, receive = anyio.create_memory_object_stream[tuple[float, float, str]](BUFFER)
 
@@ -50,7 +54,11 @@ async def run_with_progress(ctx: Context, work: Callable[[Report], T]) -> T:
     async with anyio.create_task_group() as tg:
         tg.start_soon(forward)
         try:
-            result = await anyio.to_thread.run_sync(lambda: work(report))
+            result = await anyio.to_thread.run_sync(lambda: work(report), abandon_on_cancel=cancel is not None)
+        except anyio.get_cancelled_exc_class():
+            if cancel is not None:
+                cancel.set()
+            raise
         except Exception as exc:  # noqa: BLE001 - re-raised as itself below, not as an exception group
             failure = exc
         finally:

@@ -8,6 +8,7 @@ subprocesses arrives as MCP progress notifications during the run (``mcp_progres
 """
 from __future__ import annotations
 
+import threading
 from typing import Annotated, Any
 
 from mcp.server import MCPServer
@@ -56,14 +57,20 @@ def register(server: MCPServer, service: SkillService, settings: ServerSettings)
         options: Annotated[dict[str, Any] | None, Field(description='e.g. {"rounds": 7}')] = None,
         record: Annotated[bool, Field(description="store in the ledger")] = True,
     ) -> CallToolResult:
+        cancel = threading.Event()
+        why_not = ("not recorded: write tools are off on this server (--enable-write-tools)" if record
+                   else "not recorded: record=false")
+
         def work(report):
             return service.verify(card_id, candidate, baseline=baseline, shapes=shapes, options=options,
-                                  progress=report, record=record and can_record, client=settings.client)
+                                  progress=report, record=record and can_record, client=settings.client,
+                                  not_recorded=why_not, cancel=cancel)
 
         try:
-            outcome = await run_with_progress(ctx, work)
+            outcome = await run_with_progress(ctx, work, cancel)
         except ServiceError as exc:
             raise ToolError(str(exc)) from None
-        if record and not can_record:
-            outcome.not_recorded = "not recorded: write tools are off on this server"
-        return answers.answer(answers.verify_text(outcome), answers.verify_view(outcome))
+        result = answers.answer(answers.verify_text(outcome), answers.verify_view(outcome))
+        # ERROR: the verifier could not decide (the harness, the box): an error answer, not a verdict
+        result.is_error = outcome.report.verdict == "ERROR"
+        return result

@@ -162,7 +162,7 @@ class Reverifier:
             return not_run("SKIPPED", "verifier not requested in this run")
         try:
             extra = {"options": self.verifier_options} if self.verifier_options is not None else {}
-            report = self.verifier_runner(vb.problem, candidate, baseline, shapes, say, **extra)
+            report = self.verifier_runner(vb, candidate, baseline, shapes, say, **extra)
         except ImportError as exc:
             return not_run("SKIPPED", f"the verifier is not available in this build: {exc}")
         except Exception as exc:  # noqa: BLE001 - the card's own binding could not run: a card failure
@@ -205,7 +205,7 @@ class Reverifier:
         try:
             from verifiers.options import VerifyOptions
 
-            report = self.emulated_runner(vb.problem, candidate, baseline, shapes, say,
+            report = self.emulated_runner(vb, candidate, baseline, shapes, say,
                                           options=VerifyOptions(device=EMULATED_PLATFORM))
         except Exception as exc:  # noqa: BLE001 - the card's own emulation could not run: a card failure
             stage = StageResult(name="verifier", status="FAIL", reason=f"{EMULATED_PLATFORM}: the verifier could not run "

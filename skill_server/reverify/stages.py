@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from skill_server.cards.artifacts import parse_artifact
-from skill_server.cards.schema import Card, ParsedCard
+from skill_server.cards.schema import Card, ParsedCard, VerifierBinding
 from skill_server.reverify.claims import ReverifyStatus
 from skill_server.ledger.models import PlatformInfo, parse_shape_text, shape_text
 from skill_server.reverify.models import ShapeOutcome, StageResult, short
 from skill_server.cards.vocabulary import VocabularyError, vocabulary
+from skill_server.card_verifier import run_card_verifier
 
 DRIFT_TOLERANCE = 0.05  # relative; a card's expects.noise_floor widens it
 GateRunner = Callable[[str], list[Any]]
@@ -34,16 +35,16 @@ def default_gate_runner(folder: str) -> list[Any]:
     return check_kernel(folder)
 
 
-def default_verifier_runner(problem: str, candidate: str, baseline: str, shapes: list[str],
+def default_verifier_runner(binding: VerifierBinding, candidate: str, baseline: str, shapes: list[str],
                             progress: Callable[[str], None] | None, options: Any = None) -> Any:
-    """``verifiers.api.verify`` with the card's reference arm as the candidate."""
-    from verifiers.api import verify
-
+    """The server's one verify entry point (``run_card_verifier``) with the card's reference
+    arm as the candidate and the binding's baseline for the platform."""
     def forward(done: int, total: int, message: str) -> None:
         if progress is not None:
             progress(f"{100 * done // max(total, 1)}% {message}")
 
-    return verify(problem, f"arm:{candidate}", baseline, shapes, options, forward)
+    return run_card_verifier(binding, f"arm:{candidate}", baseline=baseline, shapes=shapes, options=options,
+                             progress=forward)
 
 
 # ============================================================================== gates
@@ -88,13 +89,18 @@ def run_gate_stage(card: Card, project_root: Path, runner: GateRunner | None) ->
 def verifier_outcomes(report: Any, shapes: list[str], candidate: str, baseline: str
                       ) -> tuple[StageResult, list[ShapeOutcome]]:
     """The verifier stage from a ``VerificationReport``: every requested shape must have a
-    result, and no shape (hidden ones included) may FAIL or ERROR."""
+    result, and no shape (hidden ones included) may FAIL. A shape the verifier could not
+    decide (ERROR: the harness, the box) is no evidence against the card: the stage is then
+    SKIPPED with the reason, never FAIL."""
     problems: list[str] = []
+    undecided: list[str] = []
     by_shape = {}
     for s in report.shape_reports:
         if s.hidden:  # parity-only shapes: a failure there fails the card, nothing to time
-            if s.verdict in ("FAIL", "ERROR"):
+            if s.verdict == "FAIL":
                 problems.append(f"hidden shape {s.shape}: {s.verdict} ({'; '.join(_problems(s)) or 'parity'})")
+            elif s.verdict == "ERROR":
+                undecided.append(f"hidden shape {s.shape}: ERROR ({'; '.join(_problems(s)) or 'harness'})")
             continue
         by_shape[_key(s.shape)] = s
     outcomes = []
@@ -108,11 +114,17 @@ def verifier_outcomes(report: Any, shapes: list[str], candidate: str, baseline: 
         ab = s.timing.ab if s.timing is not None else None
         interval = (ab.ci_low, ab.ci_high) if ab is not None and ab.ci_low and ab.ci_high else None
         outcomes.append(ShapeOutcome(shape=key, verdict=s.verdict, speedup=ab.speedup if ab else None, interval=interval))
-        if s.verdict in ("FAIL", "ERROR"):
+        if s.verdict == "FAIL":
             problems.append(f"{text}: {s.verdict} ({'; '.join(_problems(s)) or 'parity'})")
+        elif s.verdict == "ERROR":
+            undecided.append(f"{text}: ERROR ({'; '.join(_problems(s)) or 'harness'})")
     detail = [o.model_dump(mode="json") for o in outcomes]
     if problems:
         return StageResult(name="verifier", status="FAIL", reason="; ".join(problems), detail=detail), outcomes
+    if undecided:
+        return StageResult(name="verifier", status="SKIPPED", detail=detail,
+                           reason="the verifier could not decide here (not evidence against the card): "
+                                  + "; ".join(undecided)), outcomes
     return StageResult(name="verifier", status="PASS", detail=detail,
                        reason=f"parity held on {len(outcomes)} shape(s): {candidate} vs {baseline}"), outcomes
 

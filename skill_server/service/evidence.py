@@ -222,9 +222,12 @@ class EvidenceService:
         try:
             card = bind_report(signed.report, cards, card_id)
             derived = derive_records(signed.report, card, recorded_by, source)
-            if not derived.records:
+            if not derived.records and not verified:
                 raise LedgerError("the report holds no result to record (" + ("; ".join(derived.skipped) or
                                   "no shapes") + "); nothing written")
+            if not derived.records:  # this deployment's own report always lands; it holds no evidence row
+                note = "; ".join(filter(None, [note, f"the report is stored; verdict {signed.report.verdict}: "
+                                               "no result row (nothing that counts for or against the card)"]))
             receipt = self.ws.ledger.record_report(stored_report(signed, recorded_by, source),
                                                 derived.records, verified=verified, note=note)
         except LedgerError as exc:

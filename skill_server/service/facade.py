@@ -53,7 +53,8 @@ class SkillService:
         self.evidence_for, self.record_result, self.get_report = e.evidence_for, e.record_result, e.get_report
         self.get_validation_history, self.export_validation = e.get_validation_history, e.export_validation
         self.signed_envelope, self.record_card_run = e.signed_envelope, e.record_card_run
-        self.problem_of, self.verify = self.verification.problem_of, self.verification.verify
+        self.problem_of, self.binding_of = self.verification.problem_of, self.verification.binding_of
+        self.verify = self.verification.verify
         self.reverify, self.reverify_on_fleet = self.reverification.reverify, self.reverification.reverify_on_fleet
         self.draft_card, self.list_drafts, self.promote_draft = (self.drafts.draft_card, self.drafts.list_drafts,
                                                                  self.drafts.promote_draft)

@@ -1,19 +1,21 @@
-"""Verification: run this deployment's verifier on a card's problem and keep what it proved."""
+"""Verification: run this deployment's verifier on a card (``card_verifier``) and keep what it proved."""
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from pydantic import BaseModel, Field
 
+from skill_server.cards.schema import VerifierBinding
 from skill_server.doctor.preflight import verify_refusal
 from skill_server.ledger.models import default_recorder
 from skill_server.ledger.report_records import report_digest, sign_fresh
 from skill_server.ledger.signing import EvidenceLevel
 from skill_server.policy.client_policy import ClientPolicy
+from skill_server.card_verifier import run_card_verifier
 from skill_server.service.errors import ServiceError
 from skill_server.service.evidence import EvidenceService, RecordReceipt
 from skill_server.service.workspace import Workspace
-from verifiers.api import verify
 from verifiers.options import VerifyOptions
 from verifiers.report import VerificationReport
 
@@ -34,17 +36,22 @@ class VerificationService:
         self.ws = ws
         self.evidence = evidence
 
-    def problem_of(self, card_id: str) -> str:
-        """The kernels folder (verifier problem) a card binds to."""
+    def binding_of(self, card_id: str) -> VerifierBinding:
+        """The card's verifier binding (its problem and arms per platform)."""
         card = self.ws.card(card_id).card
         if card.verifier is None:
             raise ServiceError(f"card {card_id!r} has no verifier binding (front matter 'verifier:')")
-        return card.verifier.problem
+        return card.verifier
+
+    def problem_of(self, card_id: str) -> str:
+        """The kernels folder (verifier problem) a card binds to."""
+        return self.binding_of(card_id).problem
 
     def verify(self, card_id: str, candidate: str, baseline: str | None = None, shapes: list[str] | None = None,
                options: dict | VerifyOptions | None = None, progress: Callable[[int, int, str], None] | None = None, *,
-               record: bool = False, recorded_by: str | None = None, client: ClientPolicy | None = None
-               ) -> VerifyOutcome:
+               record: bool = False, recorded_by: str | None = None, client: ClientPolicy | None = None,
+               not_recorded: str = "not recorded: record=false", cancel: threading.Event | None = None,
+               plot_path: str | None = None) -> VerifyOutcome:
         """Run the card's verifier on this box (parity against the immutable oracle, runtime
         signatures, same-session A/A + interleaved A/B timing) and, when ``record``, store
         the report and its records as ``verified``. Unrecorded reports stay readable
@@ -53,7 +60,7 @@ class VerificationService:
         With ``client`` (an MCP client, not the operator) the candidate must be a file under
         the policy's roots or an arm, and only the policy's effort options may be set over the
         operator's: the worker's interpreter, output files and the parity rules stay the server's."""
-        problem = self.problem_of(card_id)
+        binding = self.binding_of(card_id)
         if record:
             self.ws.writable()
         try:
@@ -64,7 +71,8 @@ class VerificationService:
             refusal = verify_refusal(opts.device, opts.profile)
             if refusal:  # a box that cannot run it refuses with the doctor's line
                 raise ServiceError(f"verification refused on this box (the doctor tool has the full report):\n{refusal}")
-            report = verify(problem, candidate, baseline=baseline, shapes=shapes, options=opts, progress=progress)
+            report = run_card_verifier(binding, candidate, baseline=baseline, shapes=shapes, options=opts,
+                                       progress=progress, cancel=cancel, plot_path=plot_path)
         except (ValueError, KeyError, FileNotFoundError, ImportError) as exc:
             raise ServiceError(exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)) from None
         digest = report_digest(report)
@@ -78,7 +86,7 @@ class VerificationService:
             except ServiceError as exc:
                 outcome.not_recorded = f"not recorded: {exc}"
         else:
-            outcome.not_recorded = "not recorded (record=false or write tools off)"
+            outcome.not_recorded = not_recorded
         key = self.ws.ledger.keys.for_reading()
         if key is not None:  # never creates a key: an unrecorded run writes nothing
             signed = sign_fresh(report, key.sign("report", {"digest": digest}))

@@ -30,15 +30,15 @@ import random
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 from verifiers import locations
 from verifiers.ipc import channel
+from verifiers.ipc.job import JudgeJob
 from verifiers.launch import files
 from verifiers.launch import procwatch
 from verifiers.problem import EMULATED_PLATFORM as EMULATED
@@ -49,18 +49,6 @@ EMULATED_NO_TIMING = "emulated: no timing"
 
 REPO_ROOT = locations.CODE_ROOT
 SANDBOX_HINT = "SKILL_SERVER_REQUIRE_SANDBOX=1 or --require-sandbox"
-
-
-class JudgeJob(BaseModel):
-    problem: str
-    candidate: str
-    baseline: str | None = None
-    shapes: list[str]
-    options: dict[str, Any] = Field(default_factory=dict)
-    sys_path: list[str] = Field(default_factory=list)
-    cwd: str | None = None
-    work_dir: str  # the caller's temporary folder for this run (removed by the caller)
-    secrets: list[str] = Field(default_factory=list)  # folders no arm may read (``sandbox.secret_paths``)
 
 
 class Progress:
@@ -125,7 +113,7 @@ class Judge:
         policy = self._sandbox_policy(role, trusted, prefix)
         try:
             handle = ArmHandle(label, role, self.zygote, prefix, write_bytecode=trusted,
-                               timeout_s=self.job.options.get("load_timeout_s", 300.0), sandbox=policy.model_dump())
+                               timeout_s=self.job.options.load_timeout_s, sandbox=policy.model_dump())
         except ArmFailure as exc:
             raise Blame(f"the arm process could not be started: {exc}", None, candidate=False) from None
         self._sandboxed(handle, policy.required)
@@ -141,9 +129,8 @@ class Judge:
 
         scratch = Path(tempfile.mkdtemp(prefix=f"arm-{role}-", dir=self.tmp))
         code = {p.parent for p in files.problem_sources(self.job.problem)}
-        target = self.job.candidate.rpartition(":")[0]
-        if not trusted and target.endswith(".py"):
-            code.add(Path(target).expanduser().resolve().parent)
+        if not trusted and self.job.candidate.kind == "file":
+            code.add(Path(self.job.candidate.target).parent)  # absolute: the caller resolved it
         gpu = role != "probe" and bool(getattr(self, "device", None) is not None and self.device.is_gpu)
         return sandbox.arm_policy(role, scratch, prefix, trusted, sorted(code), self.job.sys_path, gpu,
                                   self.job.secrets + [str(self.tmp)], self.require_sandbox)
@@ -186,7 +173,7 @@ class Judge:
         t_start = time.perf_counter()
         job = self.job
         self.sandbox = sandbox.support()
-        self.require_sandbox = bool(job.options.get("require_sandbox")) or sandbox.required()
+        self.require_sandbox = job.options.require_sandbox or sandbox.required()
         self.labels = list(job.shapes)
         for label in self.labels:
             self.reports[label] = ShapeReport(shape=label)
@@ -203,8 +190,8 @@ class Judge:
         self.initial_bytecode = {str(p.relative_to(self.template)) for p in self.template.rglob("*.pyc")}
         # the profiler's first use is warmed in the zygote only where it cannot touch a GPU
         # driver (a forked child of a process that initialised CUDA/HIP cannot use it)
-        cpu_only = not sandbox.may_use_gpu(str(job.options.get("device", "auto")))
-        warm = bool(job.options.get("profile", True)) and cpu_only
+        cpu_only = not sandbox.may_use_gpu(job.options.device)
+        warm = job.options.profile and cpu_only
         if self.require_sandbox and not self.sandbox.active:
             for label in self.labels:
                 self.stage(label, "load", "ERROR", f"a sandbox is required ({SANDBOX_HINT}) and none is available "
@@ -246,17 +233,15 @@ class Judge:
     def _load(self) -> None:
         import torch
 
-        from verifiers.arms.candidate import parse_candidate
         from verifiers.hw.device import Flusher, measure_copy_bandwidth, open_device, set_cpu_threads
         from verifiers.hw.neighbours import NeighbourWatch
-        from verifiers.options import VerifyOptions
         from verifiers.judge.parity import rules_from
         from verifiers.problem import for_platform, load_problem
         from verifiers.provenance import Provenance, runtime_versions
         from verifiers.judge.session import TreeWatch
 
         job = self.job
-        self.options = opts = VerifyOptions.model_validate(job.options)
+        self.options = opts = job.options
         self.device = device = open_device(opts.device)
         # gfx950-emulated: the emulation-sized shapes and the lean parity plan; parity only
         self.problem = problem = for_platform(load_problem(job.problem), device.platform)
@@ -264,8 +249,8 @@ class Judge:
         self.timed = opts.timing and self.no_timing is None
         if not device.is_gpu:
             set_cpu_threads(opts.cpu_threads)
-        self.base_arm = self._pick_baseline(problem, job.baseline, device.platform)
-        self.spec = parse_candidate(job.candidate)
+        self.base_arm = pick_baseline(problem, job.baseline, job.baselines, device.platform)
+        self.spec = job.candidate
         self.is_aa = self.spec.kind == "arm" and self.spec.target == self.base_arm.name
         self.rules = rules_from(problem.parity, opts.strict_min_cosine, opts.max_error_ratio,
                                 opts.determinism_atol, opts.determinism_rtol)
@@ -276,7 +261,9 @@ class Judge:
         self.rng = random.Random(int.from_bytes(os.urandom(16), "little"))
         self.secret = (int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF) if opts.secret_seed else None
         self.seeds = list(opts.seeds if opts.seeds is not None else problem.parity.seeds)
-        self.hidden = [(f"hidden-{i + 1}", dict(d)) for i, d in enumerate(problem.hidden_shapes)] if opts.hidden_shapes else []
+        visible = [problem.parse_shape(label) for label in self.labels]
+        hidden = [dict(d) for d in problem.hidden_shapes if dict(d) not in visible] if opts.hidden_shapes else []
+        self.hidden = [(f"hidden-{i + 1}", d) for i, d in enumerate(hidden)]
         for label, _ in self.hidden:
             self.reports[label] = ShapeReport(shape=label, hidden=True)
             for name in STAGES:
@@ -299,21 +286,6 @@ class Judge:
             + (4 if opts.timing else 0)
         self.progress.total = 3 + per_shape * len(self.labels)
         torch.manual_seed(0)
-
-    @staticmethod
-    def _pick_baseline(problem: Any, name: str | None, platform: str) -> Any:
-        if platform == EMULATED:  # a CPU arm stands in for the baseline (the relative parity rules)
-            name, platform = name or problem.emulation.baseline, "cpu"
-        if name:
-            arm = problem.arm(name)
-            if platform not in arm.platforms:
-                raise ValueError(f"baseline arm {name!r} runs on {list(arm.platforms)}, not on {platform}")
-            return arm
-        for arm in problem.arms.values():
-            if arm.role == "baseline" and platform in arm.platforms:
-                return arm
-        raise ValueError(f"problem {problem.name!r} has no baseline arm for {platform}; "
-                         f"arms: {[(a.name, a.role, list(a.platforms)) for a in problem.arms.values()]}")
 
     def _manifest(self, extra: list[str]) -> None:
         """Every source file the trusted processes rely on, hashed before any candidate runs."""
@@ -599,7 +571,8 @@ class Judge:
                 self.a.handle.suspend()
         spec = candidate_signature(self.problem, opts, self.base_arm, self.spec.target if self.spec.kind == "arm" else None,
                                    self.is_aa)
-        out = judge_traces(self.problem, opts, self.base_arm, spec, base_records, cand_records, self.spec.label)
+        out = judge_traces(self.problem, opts, self.base_arm, spec, base_records, cand_records, self.spec.label,
+                           self.device.platform)
         report = self.reports[label]
         report.signature, report.segment, report.segment_speedup = out.checks, out.segments, out.segment_speedup
         self.stage(label, "signature", out.signature_status, out.signature_reason, time.perf_counter() - t)
@@ -661,14 +634,34 @@ class Judge:
         return out
 
 
+def pick_baseline(problem: Any, name: str | None, binding: dict[str, str], platform: str) -> Any:
+    """The baseline arm on ``platform``: the one named (``--baseline``), else the card's
+    binding for that platform, else (a problem run without a card) the problem's own."""
+    if platform == EMULATED:  # a CPU arm stands in for the baseline (the relative parity rules)
+        name, platform = name or problem.emulation.baseline, "cpu"
+    name = name or binding.get(platform)
+    if name:
+        arm = problem.arm(name)
+        if platform not in arm.platforms:
+            raise ValueError(f"baseline arm {name!r} runs on {list(arm.platforms)}, not on {platform}")
+        return arm
+    if binding:
+        raise ValueError(f"the card's verifier binding names no baseline arm for {platform} (it binds "
+                         f"{dict(binding)}); pass --baseline ARM")
+    for arm in problem.arms.values():
+        if arm.role == "baseline" and platform in arm.platforms:
+            return arm
+    raise ValueError(f"problem {problem.name!r} has no baseline arm for {platform}; "
+                     f"arms: {[(a.name, a.role, list(a.platforms)) for a in problem.arms.values()]}")
+
+
 def _mentions_triton(job: JudgeJob) -> bool:
     """Whether the zygote should load triton for the arms (only a start-up cost question)."""
     from verifiers.launch import files
 
     paths = files.problem_sources(job.problem)
-    target = job.candidate.rpartition(":")[0]
-    if target.endswith(".py"):
-        paths.append(Path(target))
+    if job.candidate.kind == "file":
+        paths.append(Path(job.candidate.target))
     for path in paths[:200]:
         try:
             if "triton" in path.read_text(errors="replace"):
@@ -683,6 +676,21 @@ def _terminate(_signum: int, _frame: Any) -> None:
     me = os.getpid()
     procwatch.kill_tree([p.pid for p in procwatch.descendants(me)])
     os._exit(143)
+
+
+def _watch_caller() -> None:
+    """The caller keeps the write end of this process's stdin open for the whole run: its end
+    of file (the caller ended the run, or exited however, SIGKILL included) stops the judge
+    and every process under it."""
+    def watch() -> None:
+        try:
+            while os.read(0, 4096):
+                pass
+        except OSError:
+            pass
+        _terminate(0, None)
+
+    threading.Thread(target=watch, name="caller-watch", daemon=True).start()
 
 
 def main() -> int:
@@ -700,7 +708,7 @@ def main() -> int:
         print(f"judge: unreadable job: {exc}", file=sys.stderr)
         zygote.close()
         return 2
-    sys.stdin.close()
+    _watch_caller()
     os.environ.clear()  # the caller's environment, for the judge only: the zygote has the arm allow-list
     os.environ.update(env)
     tempfile.tempdir = None  # a forked judge would keep the template's TMPDIR choice

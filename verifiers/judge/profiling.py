@@ -88,11 +88,17 @@ class ProfileOutcome:
 
 
 def judge_traces(problem: "Problem", options: "VerifyOptions", base: "ArmSpec", cand_spec: SignatureSpec,
-                 base_records: list[KernelRecord], cand_records: list[KernelRecord], cand_label: str) -> ProfileOutcome:
+                 base_records: list[KernelRecord], cand_records: list[KernelRecord], cand_label: str,
+                 platform: str = "cuda") -> ProfileOutcome:
+    """The signature and segment stages from both arms' traces. What the platform's trace
+    cannot show (kernel names under Triton's CPU interpreter) makes the signature SKIPPED
+    with the reason, never FAIL."""
     fp = problem.segment.flush_pattern
     base_label = f"baseline {base.name}"
-    checks_ = [sig.check_signature(base_records, base.signature, base_label, fp),
-               sig.check_signature(cand_records, cand_spec, f"candidate {cand_label}", fp)]
+    checks_ = [sig.check_signature(base_records, base.signature, base_label, fp,
+                                   sig.opaque_cpu_trace(base_records, platform)),
+               sig.check_signature(cand_records, cand_spec, f"candidate {cand_label}", fp,
+                                   sig.opaque_cpu_trace(cand_records, platform))]
     segments = [score_segment(base_records, problem.segment, base_label),
                 score_segment(cand_records, problem.segment, f"candidate {cand_label}")]
     errors: list[str] = []
@@ -123,6 +129,13 @@ def judge_traces(problem: "Problem", options: "VerifyOptions", base: "ArmSpec", 
     out.signature_status, out.signature_reason = _stage(
         [c.status for c in checks_], [f for c in checks_ for f in c.failures], errors,
         f"required/forbidden kernels and launch counts hold for both arms ({len(checks_)} traces)")
+    unseen = [u for c in checks_ for u in c.unobservable]
+    if out.signature_status == "PASS" and unseen:
+        out.signature_status = "SKIPPED"
+        out.signature_reason = (f"not observable on {platform}: the trace holds tensor operators only (Triton's CPU "
+                                "interpreter launches no named kernel), so kernel names and launch counts cannot be "
+                                "checked here; forbidden kernels were checked and none ran. Unchecked: "
+                                + "; ".join(unseen))[:3000]
     out.segment_status, out.segment_reason = _stage(
         [s.status for s in segments], [f for s in segments for f in s.failures], errors,
         "segment = every kernel of the call (the judge's flush and poison run in the judge's process)"

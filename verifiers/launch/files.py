@@ -22,7 +22,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from verifiers import locations
+from verifiers import card_folder, locations
 
 REPO_ROOT = locations.CODE_ROOT
 PROJECT_PACKAGES = ("verifiers", "skill_server", "skill_kernels", "kernels")
@@ -62,13 +62,13 @@ def harness_sources() -> list[Path]:
 
 
 def problem_sources(problem: str) -> list[Path]:
-    """The problem's own files: its kernels folder, or the folder of a problem file."""
+    """The problem's own files: its folder under ``KERNELS_DIR`` (the checkout's ``kernels/``, or
+    ``skill_kernels/kernels/`` inside an installed wheel), or the folder of a problem file."""
     path = Path(problem)
     if problem.endswith(".py") or "/" in problem:
         folder = path.expanduser().resolve().parent
         return sorted(folder.glob("*.py"))
-    folder = REPO_ROOT / "kernels" / problem
-    return sorted(folder.rglob("*.py")) if folder.is_dir() else []
+    return card_folder.sources(problem)
 
 
 def pycache_snapshot(root: Path = REPO_ROOT) -> dict[str, str | None]:

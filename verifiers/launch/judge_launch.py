@@ -55,7 +55,7 @@ class JudgeProcess(Protocol):
 
 def judge_command(prefix: Path) -> list[str]:
     """The command line of an exec'd judge."""
-    return [sys.executable, "-I", "-X", f"pycache_prefix={prefix}", "-c", FRESH_BOOT, str(REPO_ROOT)]
+    return [sys.executable, "-I", "-X", f"pycache_prefix={prefix}", "-c", FRESH_BOOT, str(REPO_ROOT), str(os.getpid())]
 
 
 def warm_enabled(env: dict[str, str] | None = None) -> bool:

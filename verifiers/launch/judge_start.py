@@ -23,8 +23,9 @@ import os
 import socket
 import sys
 
-# exec'd judge: ``python -I -X pycache_prefix=P -c FRESH_BOOT <repo root>``
-FRESH_BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from verifiers.launch.judge_start import fresh; fresh()"
+# exec'd judge: ``python -I -X pycache_prefix=P -c FRESH_BOOT <repo root> <caller pid>``
+FRESH_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); from verifiers.launch.judge_start import fresh; "
+              "fresh(int(sys.argv[2]))")
 # template: ``python -I -X pycache_prefix=P -c TEMPLATE_BOOT <repo root> <socket fd>``
 TEMPLATE_BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); from verifiers.launch.judge_start import serve; "
                  "serve(int(sys.argv[2]))")
@@ -58,8 +59,24 @@ def _extend_path(preamble: dict) -> None:
     sys.path += [p for p in preamble.get("sys_path", []) if isinstance(p, str) and p and p not in sys.path]
 
 
-def fresh() -> None:
-    """Entry point of an exec'd judge."""
+def die_with(parent: int) -> None:
+    """Die (SIGKILL) when ``parent`` ends, however it ends; exit now if it already has.
+
+    ``PR_SET_PDEATHSIG`` fires when the *thread* that created this process ends: here that is
+    the caller's thread that waits for this judge until it is gone (``runner.run_judge``), or
+    the template's only thread. The judge's watch on its stdin (``process.main``) covers the
+    rest: the caller's end of that pipe closes when the caller exits, even on SIGKILL. The
+    zygote and every arm die with their parent likewise (``verifiers.arms.zygote``)."""
+    from verifiers.launch import procwatch
+
+    procwatch.die_with_parent()
+    if os.getppid() != parent:  # the parent was gone before the signal was armed
+        os._exit(137)
+
+
+def fresh(parent: int) -> None:
+    """Entry point of an exec'd judge; ``parent``: the caller's pid."""
+    die_with(parent)
     _extend_path(read_preamble())  # -I ignores PYTHONPATH: the caller's path holds pydantic and torch
     from verifiers.judge.process import main
 
@@ -89,8 +106,10 @@ def serve(fd: int) -> None:
     def fork(msg: dict, fds: list[int]) -> dict:
         if len(fds) != 3:
             raise ValueError(f"a fork carries the judge's stdin, stdout and stderr, got {len(fds)} descriptors")
+        template = os.getpid()
         pid = os.fork()
         if pid == 0:
+            die_with(template)
             _judge_child(control, fds, str(msg.get("prefix") or ""), str(msg.get("cwd") or "/"))
         for f in fds:
             os.close(f)

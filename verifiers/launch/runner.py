@@ -41,6 +41,8 @@ from verifiers.ipc import channel
 from verifiers.launch import files
 from verifiers.launch import judge_launch
 from verifiers.arms import sandbox
+from verifiers.arms.candidate import CandidateSpec
+from verifiers.ipc.job import JudgeJob
 from verifiers.options import VerifyOptions
 from verifiers.report import STAGES, Flag, ShapeReport, StageResult
 
@@ -76,9 +78,17 @@ def failed_report(label: str, hidden: bool, verdict: str, stage: str, status: st
     return report
 
 
-def run_judge(problem: str, candidate: str, shapes: list[str], baseline: str | None, options: VerifyOptions,
-              progress: Progress | None = None, hidden_labels: list[str] | None = None) -> list[ShapeReport]:
-    """Verify every shape in one judge process; the shape reports, visible then hidden."""
+class VerifyCancelled(Exception):
+    """The caller cancelled the verification (``cancel`` was set): the judge and its arms
+    were stopped and no report exists."""
+
+
+def run_judge(problem: str, candidate: CandidateSpec, shapes: list[str], baseline: str | None,
+              baselines: dict[str, str], options: VerifyOptions, progress: Progress | None = None,
+              hidden_labels: list[str] | None = None, cancel: threading.Event | None = None) -> list[ShapeReport]:
+    """Verify every shape in one judge process; the shape reports, visible then hidden.
+    ``cancel`` set while it runs stops the judge (its process group) and raises VerifyCancelled;
+    so does any exception in this thread (a KeyboardInterrupt on SIGINT included)."""
     hidden_labels = hidden_labels or []
     key = channel.new_key()
     # on a GPU the arms share /dev/shm (torch's IPC reference counters), so the run's folders go elsewhere
@@ -86,27 +96,38 @@ def run_judge(problem: str, candidate: str, shapes: list[str], baseline: str | N
     work = Path(tempfile.mkdtemp(prefix="verifier-run-", dir=None if shm_shared else bytecode.scratch_root()))
     prefix = bytecode.CACHE.fresh_prefix()
     pycache_before = files.pycache_snapshot()
-    job = {"problem": problem, "candidate": candidate, "baseline": baseline, "shapes": shapes,
-           "options": options.model_dump(mode="json"), "sys_path": [p for p in sys.path if p],
-           "cwd": os.getcwd(), "work_dir": str(work), "secrets": sandbox.secret_paths()}
+    job = JudgeJob(problem=problem, candidate=candidate, baseline=baseline, baselines=dict(baselines), shapes=shapes,
+                   options=options, sys_path=[p for p in sys.path if p], cwd=os.getcwd(), work_dir=str(work),
+                   secrets=sandbox.secret_paths(), parent_pid=os.getpid())
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     listen = _Listen(channel.Reader(key), progress)
     t0 = time.monotonic()
-    proc = judge_launch.launch(prefix, env, job["sys_path"], job["cwd"], listen.log)
+    proc = judge_launch.launch(prefix, env, job.sys_path, job.cwd or "/", listen.log)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    try:  # the preamble, then the envelope (verifiers.launch.judge_start)
-        proc.stdin.write(json.dumps({"sys_path": job["sys_path"]}) + "\n")
-        proc.stdin.write(json.dumps({"key": key, "job": job, "env": env}) + "\n")
-        proc.stdin.close()
-    except OSError:
-        pass
-    readers = [threading.Thread(target=_pump_channel, args=(proc, listen), daemon=True),
-               threading.Thread(target=_pump_log, args=(proc.stderr, listen.log), daemon=True)]
-    for r in readers:
-        r.start()
-    limit = options.time_limit_s * max(len(shapes), 1) + STARTUP_ALLOWANCE_S
-    timed_out = _wait(proc, listen, t0, limit)
+    try:
+        try:  # the preamble, then the envelope (verifiers.launch.judge_start); stdin then stays open:
+            # the judge watches it, and its end of file (this process gone, however) stops the judge
+            proc.stdin.write(json.dumps({"sys_path": job.sys_path}) + "\n")
+            proc.stdin.write(json.dumps({"key": key, "job": job.model_dump(mode="json"), "env": env}) + "\n")
+            proc.stdin.flush()
+        except OSError:
+            pass
+        readers = [threading.Thread(target=_pump_channel, args=(proc, listen), daemon=True),
+                   threading.Thread(target=_pump_log, args=(proc.stderr, listen.log), daemon=True)]
+        for r in readers:
+            r.start()
+        limit = options.time_limit_s * max(len(shapes), 1) + STARTUP_ALLOWANCE_S
+        timed_out = _wait(proc, listen, t0, limit, cancel)
+    except BaseException:
+        _stop(proc)
+        shutil.rmtree(work, ignore_errors=True)
+        bytecode.remove(prefix)
+        raise
     _stop(proc)
+    if cancel is not None and cancel.is_set():
+        shutil.rmtree(work, ignore_errors=True)
+        bytecode.remove(prefix)
+        raise VerifyCancelled("the verification was cancelled; its judge and arms were stopped")
     for r in readers:
         r.join(timeout=10)
     elapsed = time.monotonic() - t0
@@ -135,15 +156,20 @@ def run_judge(problem: str, candidate: str, shapes: list[str], baseline: str | N
     return reports
 
 
-def _wait(proc: judge_launch.JudgeProcess, listen: _Listen, t0: float, limit: float) -> bool:
+def _wait(proc: judge_launch.JudgeProcess, listen: _Listen, t0: float, limit: float,
+          cancel: threading.Event | None = None) -> bool:
     """Wait for the judge; True when it ran past ``limit`` seconds, not counting the time its
-    arms' prepare steps took (each bounded by PREPARE_LIMIT_S)."""
+    arms' prepare steps took (each bounded by PREPARE_LIMIT_S). Returns at once when
+    ``cancel`` is set."""
     while True:
         try:
-            proc.wait(timeout=1.0)
+            proc.wait(timeout=0.25)
             return False
         except subprocess.TimeoutExpired:
             pass
+        if cancel is not None and cancel.is_set():
+            listen.last = "cancelled by the caller"
+            return False
         now = time.monotonic()
         since = listen.preparing_since
         if since is not None:
@@ -239,6 +265,10 @@ def _kill_group(proc: judge_launch.JudgeProcess) -> None:
 
 def _stop(proc: judge_launch.JudgeProcess) -> None:
     """Ask the judge to end (it kills its arms), then kill whatever is left in its group."""
+    try:
+        proc.stdin.close()  # the judge's watch on its stdin sees the end of file
+    except (OSError, AttributeError):
+        pass
     if proc.poll() is None:
         try:
             proc.send_signal(signal.SIGTERM)
