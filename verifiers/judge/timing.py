@@ -378,12 +378,19 @@ class TimingStage:
     def _warm_burst(self) -> None:
         """Judge device work right before a block: the device comes out of the gap between
         blocks (checks, suspending and resuming arms) at its working clocks, for every arm alike."""
-        import time
-
         if self.warm_ms <= 0 or not self.gpu:
             return
-        end = time.perf_counter_ns() + int(self.warm_ms * 1e6)
-        while time.perf_counter_ns() < end:
+        if getattr(self, "_fill_ms", None) is None:  # one flush's device time, measured once
+            import torch
+
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(4):
+                self.s.flusher.flush()
+            end.record()
+            end.synchronize()
+            self._fill_ms = max(start.elapsed_time(end) / 4, 1e-3)
+        for _ in range(max(1, round(self.warm_ms / self._fill_ms))):
             self.s.flusher.flush()
         self.s.device.sync()
 
