@@ -271,7 +271,6 @@ class TimingStage:
         self.say = say or (lambda _m: None)
         self.gpu = session.device.is_gpu
         self.seen_neighbours: list[str] = []
-        # the chained protocol keeps host round trips off the device's path (GPUs only)
         # the gated and chained protocols order calls on the device through interprocess events
         self.chain_note = None
         if self.gpu and config.gpu_protocol in ("chained", "gated"):
@@ -448,6 +447,7 @@ class TimingStage:
                 break
         self.watch.mark_built(t.arm)
         self._watch()
+        t.late = t.timed_calls = 0  # a cold process's first calls are late by nature: counted from here
         t.warm = WarmupInfo(arm=t.arm.label, calls=len(calls), elapsed_ms=elapsed,
                             per_call_ms=_median([self.primary(c) for c in batch]), wall_per_call_ms=batches[-1],
                             batches=len(batches))
