@@ -56,6 +56,7 @@ class Pad:
         import torch
 
         self.us = max(0.0, float(us))
+        self.adaptive = self.us > 0  # 0: no pad at all (the bench's ablation), never grown
         self.device = device
         self._sleep = getattr(torch.cuda, "_sleep", None)
         self._cycles_per_us: float | None = None
@@ -101,7 +102,8 @@ class Pad:
                 self._buf.fill_(3)  # type: ignore[union-attr]
 
     def grow(self) -> None:
-        self.us = min(PAD_MAX_US, max(2 * self.us, 50.0))
+        if self.adaptive:
+            self.us = min(PAD_MAX_US, 2 * self.us)
 
 
 def gated_calls(session: "Session", arm: "Arm", items: list[tuple["BoundSet | None", dict | None]],
