@@ -124,10 +124,11 @@ def gated_calls(session: "Session", arm: "Arm", items: list[tuple["BoundSet | No
     late = 0
     for bound, values in items:
         positions = session._positions(bound, generator)  # drawn now, in the judge's memory
-        p0, j0, j1 = event(), event(), event()
+        p0, q0, j0, j1 = event(), event(), event(), event()
         t0 = time.perf_counter_ns()
         p0.record()
         session._load_queued(bound, values)
+        q0.record()  # the preparation compared across arms ends here: the pad may grow between blocks
         pad.queue()
         j0.record()
         link.ready.record()
@@ -145,7 +146,7 @@ def gated_calls(session: "Session", arm: "Arm", items: list[tuple["BoundSet | No
         wall = (time.perf_counter_ns() - t0) / 1e6
         late += was_late
         calls.append(CallTiming(arm_ms=None, judge_ms=float(j0.elapsed_time(j1)), wall_ms=wall,
-                                prep_ms=float(p0.elapsed_time(j0)), total_ms=wall))
+                                prep_ms=float(p0.elapsed_time(q0)), total_ms=wall))
         if bound is None:
             records.append(None)
         else:
