@@ -45,7 +45,7 @@ class Kernel:
             torch.set_num_threads(1)  # as the verifier's CPU arms (VerifyOptions.cpu_threads)
         self.inputs = problem.make_inputs(dict(dims), seed, device)
         self.outputs = problem.make_outputs(dict(dims), device)
-        self.launch = problem.arm(arm).build(self.inputs, self.outputs)
+        self.launch = problem.resolve_builder(problem.arm(arm).build)(self.inputs, self.outputs)
         self.flush = torch.empty(max(1, flush_bytes // 4), dtype=torch.int32, device=device)
         self.n = 0
         if self.gpu:
