@@ -181,6 +181,8 @@ def part1(run: Runner, cfg: dict[str, Any], device: str, smoke: bool, out: dict[
     out["floor"] = floor_rows(cfg, device, smoke)
     for i in range(cfg["repeats"]):
         run.verify("aa", f"aa{i}", cfg["aa_problem"], f"arm:{cfg['aa_arm']}", cfg["aa_arm"], [cfg["shape"]])
+    if not smoke:
+        out["mps"] = mps_rows(run, cfg, device)
     for label, change in (ABLATION[3:4] if smoke else ABLATION):
         for i in range(cfg["ablation_runs"]):
             run.verify("ablation", f"{label} #{i}", cfg["aa_problem"], f"arm:{cfg['aa_arm']}", cfg["aa_arm"],
@@ -206,6 +208,62 @@ def part2(run: Runner, cfg: dict[str, Any], device: str, smoke: bool, out: dict[
     for i in range(cfg["small_repeats"]):
         run.verify("power_small", f"extra_small #{i}", power, "arm:extra_small", "base", [shape], **quick)
         run.verify("mirror_small", f"mirror extra_small #{i}", power, "arm:base", "extra_small", [shape], **quick)
+
+
+MPS_CONTROL = ("nvidia-cuda-mps-control", "/usr/local/nvidia/bin/nvidia-cuda-mps-control")
+
+
+def mps_rows(run: Runner, cfg: dict[str, Any], device: str) -> dict[str, Any]:
+    """Probe CUDA MPS (one GPU context for the judge and the arms, separate address spaces):
+    a private control daemon (its own pipe and log folders; the compute mode is not touched),
+    the two-process floor and two A/A runs through it, the daemon stopped afterwards. Only
+    processes given ``CUDA_MPS_PIPE_DIRECTORY`` (the arms get ``CUDA_*``) connect to it."""
+    import shutil
+
+    control = next((c for c in MPS_CONTROL if shutil.which(c) or Path(c).is_file()), None)
+    if control is None or not run.left():
+        return {"probe": "no nvidia-cuda-mps-control" if control is None else "skipped: time budget"}
+    root = Path(tempfile.mkdtemp(prefix="precision-mps-"))
+    env = {"CUDA_MPS_PIPE_DIRECTORY": str(root / "pipe"), "CUDA_MPS_LOG_DIRECTORY": str(root / "log")}
+    for d in env.values():
+        Path(d).mkdir()
+    out: dict[str, Any] = {"control": control}
+    got = subprocess.run([control, "-d"], env={**os.environ, **env}, capture_output=True, text=True, timeout=30)
+    out["start_rc"], out["start_output"] = got.returncode, (got.stdout + got.stderr)[-500:]
+    if got.returncode != 0:
+        return out
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        probe = subprocess.run([sys.executable, "-c", "import torch; x = torch.ones(1, device='cuda'); "
+                                "print(float((x + 1).item()))"], capture_output=True, text=True, timeout=120)
+        out["client_probe"] = (probe.returncode, (probe.stdout + probe.stderr)[-300:])
+        if probe.returncode == 0:
+            sys.path.insert(0, str(HERE / "bench"))
+            import timing_floor
+
+            args = timing_floor.parser().parse_args(
+                ["--problem", cfg["aa_problem"], "--arm", cfg["aa_arm"], "--shape", cfg["shape"], "--device", device,
+                 "--mode", "two", "--runs", "1", "--flush-bytes", str(cfg["flush_bytes"])])
+            try:
+                out["floor_two_processes"] = timing_floor.measure(args)
+            except Exception as exc:
+                out["floor_two_processes"] = f"{type(exc).__name__}: {exc}"[:400]
+            for i in range(2):
+                run.verify("mps", f"A/A under MPS #{i}", cfg["aa_problem"], f"arm:{cfg['aa_arm']}", cfg["aa_arm"],
+                           [cfg["shape"]])
+        server = sorted((root / "log").glob("*.log"))
+        out["log_tail"] = "".join(p.read_text(errors="replace")[-400:] for p in server)[-1200:]
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        stop = subprocess.run([control], input="quit\n", env={**os.environ, **env}, capture_output=True, text=True,
+                              timeout=30)
+        out["stop_rc"] = stop.returncode
+    return out
 
 
 def cli_record(cfg: dict[str, Any], smoke: bool) -> dict[str, Any]:
@@ -303,6 +361,15 @@ def table(results: dict[str, Any]) -> str:
     if cli:
         lines.append(f"| CLI verify -> history: verified records | {cli.get('verified', 0)} (rc {cli.get('rc')}, "
                      f"{cli.get('seconds')} s) | 1 | {_met(cli.get('verified', 0) >= 1)} |")
+    mps = by("mps")
+    if mps or results.get("mps"):
+        m = results.get("mps") or {}
+        hw = [_first(r).get("half_width") for r in mps if _first(r).get("half_width") is not None]
+        fl = m.get("floor_two_processes")
+        fl_text = f"{fl[0]['half_width']:.2%}, ratio {fl[0]['speedup']:.4f}" if isinstance(fl, list) and fl else str(fl or "-")[:80]
+        lines.append(f"| CUDA MPS probe: daemon rc {m.get('start_rc', '-')}, client {str(m.get('client_probe', '-'))[:40]}; "
+                     f"two-process floor {fl_text}; A/A {_verdicts(mps) if mps else '-'} half-width "
+                     f"{', '.join(_pct(h) for h in hw) or '-'} | (option) | |")
     abl = by("ablation")
     if abl:
         base = [_first(r).get("half_width") for r in aa if _first(r).get("half_width") is not None]
@@ -397,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         if p.exists():
             data = json.loads(p.read_text())
             merged["rows"] += data.get("rows", [])
-            for key in ("floor", "cli"):
+            for key in ("floor", "cli", "mps"):
                 if key in data:
                     merged[key] = data[key]
     text = table(merged)
