@@ -79,7 +79,9 @@ def test_a_hard_drift_fails_an_undecided_run_unless_its_calls_sit_at_the_timer_f
                           inconclusive="A/A: two runs of the same baseline disagree",
                           ab=Comparison(name="A/B", arm_a="a", arm_b="b", calls_per_block=4,
                                         median_a_ms=solo_ms * slow, median_b_ms=solo_ms, ci_low=0.9, ci_high=1.1))
-    TimingStage._drift(None, result)  # type: ignore[arg-type]  # the rule reads the result alone
+    stage = TimingStage.__new__(TimingStage)  # the rule reads the result alone (and notes what load may excuse)
+    stage.soft = []
+    stage._drift(result)
     assert bool(result.failures) == bool(fails), (result.failures, result.notes)
     if fails:
         assert "the baseline was slowed" in result.failures[0]

@@ -42,9 +42,15 @@ class VerifyOptions(BaseModel):
     call_timeout_s: float = Field(30.0, gt=0, description="a timed call that does not answer within this FAILs (hang)")
     time_failed_parity: bool = Field(False, description="time the arms even when parity failed")
     cpu_threads: int | None = Field(1, ge=1, description="torch threads on CPU (1 keeps CPU timing stable)")
-    gpu_protocol: Literal["per_call", "chained"] = Field(
-        "per_call", description="GPUs: per_call (a round trip and synchronise per call) or chained (calls ordered "
-                                "on the device by interprocess events; not yet run on a GPU)")
+    gpu_protocol: Literal["gated", "per_call", "chained"] = Field(
+        "gated", description="GPUs: gated (one call in flight, ordered on the device by interprocess events, both "
+                             "clocks device-side; the default), per_call (a host round trip and synchronise inside "
+                             "the arm's clock; the fallback where interprocess events do not work) or chained "
+                             "(gated calls pipelined back to back; opt-in, gave a false FASTER on the H200)")
+    gate_pad_us: float = Field(100.0, ge=0, le=2000, description="gated: judge device slack before each call's ready "
+                                                                 "(grows by itself when arms' hosts fall behind)")
+    warm_burst_ms: float | None = Field(None, ge=0, le=50, description="judge device work before every block "
+                                                                       "(default: 1 ms on GPUs, none on CPU)")
 
     # parity protocol
     seeds: list[int] | None = Field(None, description="parity seeds (default: the problem's)")
@@ -99,4 +105,6 @@ class VerifyOptions(BaseModel):
             clock_gap_rel=self.clock_gap_rel,
             call_timeout_s=self.call_timeout_s,
             gpu_protocol=self.gpu_protocol,
+            gate_pad_us=self.gate_pad_us,
+            warm_burst_ms=self.warm_burst_ms,
         )

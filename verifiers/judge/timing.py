@@ -48,9 +48,12 @@ from verifiers.hw.bounds import PhysicalBound
 from verifiers.judge.metrics import OutputMetrics
 from verifiers.judge.parity import ParityRules, judge, output_eps
 
+from verifiers.hw.boxload import BoxLoadReport
+
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
+    from verifiers.hw.boxload import BoxLoad
     from verifiers.hw.neighbours import NeighbourWatch
     from verifiers.judge.session import Arm, BoundSet, CallRecord, CallTiming, Session, TreeWatch
 
@@ -61,6 +64,8 @@ DRIFT_FAIL = 0.5  # see TimingStage._drift
 DRIFT_HARD = 1.0  # ... and beyond this (twice as slow as alone) whatever the verdict
 PREP_GAP_MS, PREP_GAP_REL = 0.02, 0.10  # see TimingStage._prep_check
 PREP_NOISE_FACTOR, PREP_AA_REL = 2.0, 0.5
+AA_GAP_FACTOR = 2.0  # the A/B's clock gaps may differ by twice what the A/A's two baseline processes did
+GROSS = 4.0  # a check failed by more than this x its bound is a FAIL even on a loaded box
 
 
 class TimingConfig(BaseModel):
@@ -83,7 +88,12 @@ class TimingConfig(BaseModel):
     clock_gap_rel: float = Field(0.05, ge=0, description="... or this fraction of the baseline's call, if larger")
     call_timeout_s: float = Field(30.0, gt=0, description="one timed call must answer within this")
     stage_bytes: int = Field(2 << 30, ge=1, description="judge memory for one block's fresh values (caps calls per block)")
-    gpu_protocol: Literal["per_call", "chained"] = "per_call"
+    gpu_protocol: Literal["gated", "per_call", "chained"] = "gated"
+    gate_pad_us: float = Field(100.0, ge=0, description="gated: the judge's device slack before each call's ready")
+    warm_burst_ms: float | None = Field(None, ge=0, description="judge device work before every block, keeping clocks "
+                                                                "up across the gaps (default: 1 ms on GPUs, 0 on CPU)")
+    late_limit: float = Field(0.2, ge=0, le=1, description="gated: a trusted arm with more late calls than this "
+                                                           "fraction leaves the timing INCONCLUSIVE")
 
 
 class ArmRoundStats(BaseModel):
@@ -168,7 +178,11 @@ class TimingResult(BaseModel):
     status: Status
     reason: str = ""
     timer: str = ""
-    protocol: str = ""  # how calls reached the device: "chained" / "per_call" (GPU), "per_call" (CPU)
+    protocol: str = ""  # how calls reached the device: "gated" / "chained" / "per_call" (GPU), "per_call" (CPU)
+    late_calls: dict[str, int] = Field(default_factory=dict)  # gated: calls with host time inside a clock, per arm
+    gate_pad_us: float | None = None  # gated: the slack pad at the end of the run
+    warm_burst_ms: float = 0.0
+    box_load: "BoxLoadReport | None" = None  # CPU used by processes outside the verifier while the arms were timed
     flush_bytes: int = 0
     flush_required_bytes: int = 0
     rotating_sets: int = 0
@@ -214,6 +228,8 @@ class TimedArm:
     cursor: int = 0
     warm: WarmupInfo | None = None
     pending: list["CallRecord"] = field(default_factory=list)  # calls made, not yet checked
+    late: int = 0  # gated: calls with host time inside a clock
+    timed_calls: int = 0
 
 
 @dataclass
@@ -255,11 +271,24 @@ class TimingStage:
         self.say = say or (lambda _m: None)
         self.gpu = session.device.is_gpu
         self.seen_neighbours: list[str] = []
-        # the chained protocol keeps host round trips off the device's path (GPUs only)
+        # the gated and chained protocols order calls on the device through interprocess events
         self.chain_note = None
-        if self.gpu and config.gpu_protocol == "chained":
+        if self.gpu and config.gpu_protocol in ("chained", "gated"):
             self.chain_note = session.chain_available()
-        self.chained = self.gpu and config.gpu_protocol == "chained" and self.chain_note is None
+        ordered = self.gpu and self.chain_note is None
+        self.chained = ordered and config.gpu_protocol == "chained"
+        self.gated = ordered and config.gpu_protocol == "gated"
+        self.pad = None
+        if self.gated:
+            from verifiers.judge.gate import Pad
+
+            self.pad = Pad(session.device, config.gate_pad_us)
+        warm = config.warm_burst_ms
+        self.warm_ms = (1.0 if self.gpu else 0.0) if warm is None else warm
+        self.box: "BoxLoad | None" = None
+        # failures that load on the box can explain: (message, how far past its bound)
+        self.soft: list[tuple[str, float]] = []
+        self.aa_gap_diff = 0.0  # how far the A/A's two baseline processes' clock gaps differed
 
     # -- clocks ----------------------------------------------------------------------
     def primary(self, c: "CallTiming") -> float:
@@ -268,7 +297,17 @@ class TimingStage:
     def cross(self, c: "CallTiming") -> float:
         return c.judge_ms if self.gpu else float(c.arm_ms)
 
+    @property
+    def device_ordered(self) -> bool:
+        return self.chained or self.gated
+
+    def protocol(self) -> str:
+        return "gated" if self.gated else "chained" if self.chained else "per_call"
+
     def clock_names(self) -> tuple[str, str]:
+        if self.gated:
+            return ("arm's device events around launch(), queued behind the judge's ready",
+                    "judge's device events, from just before its ready to its stream resuming after the arm's done")
         if self.chained:
             return ("arm's device events around launch()",
                     "judge's device events, from its ready to its stream resuming after the arm's done")
@@ -301,7 +340,16 @@ class TimingStage:
         the arm is suspended (nothing the arm can do between calls depends on them)."""
         import time
 
-        if self.chained:
+        if self.gated:
+            from verifiers.judge.gate import LATE_GROW, gated_calls
+
+            assert self.pad is not None
+            calls, gated, late = gated_calls(self.s, t.arm, list(staged), self.cfg.call_timeout_s, self.gen, self.pad)
+            records = [r for r in gated if r is not None]
+            t.late += late
+            if late > LATE_GROW * len(staged):
+                self.pad.grow()  # the arms' hosts did not keep ahead: more slack from the next block on
+        elif self.chained:
             calls, chained = self.s.chained_calls(t.arm, list(staged), self.cfg.call_timeout_s, self.gen)
             records = [r for r in chained if r is not None]
         else:
@@ -314,6 +362,7 @@ class TimingStage:
                 records.append(record)
         self._collect(t, calls)
         t.pending = records
+        t.timed_calls += len(calls)
         return calls
 
     def _check(self, t: TimedArm) -> None:
@@ -325,8 +374,28 @@ class TimingStage:
             if problems:
                 raise Blame(f"{t.arm.label}: checked call {t.pool.calls}: " + "; ".join(problems[:3]), t.arm)
 
+    def _warm_burst(self) -> None:
+        """Judge device work right before a block: the device comes out of the gap between
+        blocks (checks, suspending and resuming arms) at its working clocks, for every arm alike."""
+        if self.warm_ms <= 0 or not self.gpu:
+            return
+        if getattr(self, "_fill_ms", None) is None:  # one flush's device time, measured once
+            import torch
+
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(4):
+                self.s.flusher.flush()
+            end.record()
+            end.synchronize()
+            self._fill_ms = max(start.elapsed_time(end) / 4, 1e-3)
+        for _ in range(max(1, round(self.warm_ms / self._fill_ms))):
+            self.s.flusher.flush()
+        self.s.device.sync()
+
     def block(self, t: TimedArm, k: int) -> list["CallTiming"]:
         staged = self._staged(t, k)  # the arm is suspended: the judge's own device work
+        self._warm_burst()
         t.arm.handle.resume()
         calls = self._calls(t, staged)
         t.arm.handle.suspend()
@@ -378,6 +447,7 @@ class TimingStage:
                 break
         self.watch.mark_built(t.arm)
         self._watch()
+        t.late = t.timed_calls = 0  # a cold process's first calls are late by nature: counted from here
         t.warm = WarmupInfo(arm=t.arm.label, calls=len(calls), elapsed_ms=elapsed,
                             per_call_ms=_median([self.primary(c) for c in batch]), wall_per_call_ms=batches[-1],
                             batches=len(batches))
@@ -386,7 +456,13 @@ class TimingStage:
     def timer_floor(self, t: TimedArm) -> tuple[float, float]:
         """Median of no-op calls through the same path, on both clocks (a trusted arm)."""
         t.arm.handle.resume()
-        if self.chained:
+        if self.gated:
+            from verifiers.judge.gate import gated_calls
+
+            assert self.pad is not None
+            calls, _, _ = gated_calls(self.s, t.arm, [(None, None)] * self.cfg.floor_calls, self.cfg.call_timeout_s,
+                                      self.gen, self.pad)
+        elif self.chained:
             calls, _ = self.s.chained_calls(t.arm, [(None, None)] * self.cfg.floor_calls, self.cfg.call_timeout_s, self.gen)
         else:
             calls = [self.s.null_call(t.arm, self.cfg.call_timeout_s, self.gen) for _ in range(self.cfg.floor_calls)]
@@ -456,13 +532,13 @@ class TimingStage:
         (a runtime or confinement without interprocess events) every arm is timed per call."""
         from verifiers.judge.session import Blame
 
-        if not self.chained:
+        if not self.device_ordered:
             return
         for arm in arms:
             try:
                 self.s.link(arm)
             except Blame as exc:
-                self.chained = False
+                self.chained = self.gated = False
                 self.chain_note = f"{arm.label} could not open interprocess events: {exc.reason[:200]}"
                 return
 
@@ -470,7 +546,7 @@ class TimingStage:
         self._open_links([a_arm, a2_arm])
         primary_name, cross_name = self.clock_names()
         result = TimingResult(status="PASS", timer=primary_name, cross_timer=cross_name,
-                              protocol="chained" if self.chained else "per_call",
+                              protocol=self.protocol(), warm_burst_ms=self.warm_ms,
                               flush_bytes=self.s.flusher.nbytes, flush_required_bytes=self.s.flusher.required_bytes,
                               rotating_sets=self.cfg.rotating_sets, neighbour_watch=self.neighbours.backend)
         if self.neighbours.reason:
@@ -481,6 +557,10 @@ class TimingStage:
             result.notes.append(
                 f"flush buffer {self.s.flusher.nbytes} bytes is below 2x the last-level cache "
                 f"({self.s.flusher.required_bytes} bytes): caches may stay warm between calls")
+        from verifiers.hw.boxload import BoxLoad
+
+        self.box = BoxLoad()
+        self.box.start()
         a, a2 = self.setup(a_arm), self.setup(a2_arm)
         result.changing_inputs = list(self.s.changing)
         if not self.s.changing:
@@ -522,6 +602,7 @@ class TimingStage:
         self._decide(result)
         self._drift(result)
         result.neighbours = list(self.seen_neighbours)
+        self._load_is_not_blame(result, [a, c, solo.a2])
         if result.failures:
             result.status = "FAIL"
             result.reason = f"{len(result.failures)} timing checks failed: {result.failures[0]}"
@@ -540,6 +621,42 @@ class TimingStage:
                 f"({result.primary_verdict}); judge-side clock {x.speedup:.4f} [{x.ci_low:.4f}, {x.ci_high:.4f}] vs "
                 f"floor {result.cross_noise_floor:.4f} ({result.cross_verdict}) -> {result.verdict}")
         return result
+
+    def _load_is_not_blame(self, result: TimingResult, arms: list[TimedArm]) -> None:
+        """A check that failed by less than ``GROSS`` x its bound while other processes loaded
+        the box (CPU: ``verifiers.hw.boxload``; GPU: a neighbour's context) gives no verdict,
+        naming the box, instead of blaming the candidate. Gross violations stay FAIL: the
+        clock-lying and drift attacks overshoot their bounds many times over. Converting
+        a FAIL into INCONCLUSIVE grants no verdict, so a candidate gains nothing by it; and
+        nothing it does raises the measured load (its processes are in the judge's tree)."""
+        if self.box is not None:
+            result.box_load = self.box.report()
+        if self.gated:
+            assert self.pad is not None
+            result.late_calls = {t.arm.label: t.late for t in arms}
+            result.gate_pad_us = self.pad.us
+            late = [t for t in arms if t.arm.trusted and t.timed_calls and t.late > self.cfg.late_limit * t.timed_calls]
+            if late and result.inconclusive is None:
+                result.inconclusive = (f"{late[0].arm.label}: {late[0].late} of {late[0].timed_calls} calls were queued "
+                                       "after the judge's ready had fired (host time inside the clocks): the host "
+                                       "could not keep ahead of the device (a loaded box?)")
+                result.verdict = None
+        loaded = result.box_load.describe() if result.box_load is not None and result.box_load.loaded else None
+        if result.neighbours:
+            loaded = "other processes held a context on the device: " + "; ".join(result.neighbours[:3])
+        if loaded is None:
+            if result.box_load is not None and result.box_load.foreign_cores >= 0.1:
+                result.notes.append(result.box_load.describe().replace("was loaded", "was partly loaded"))
+            return
+        excused = [text for text, how_far in self.soft if text in result.failures and how_far < GROSS]
+        if not excused:
+            if not result.failures:
+                result.notes.append(loaded)
+            return
+        result.failures = [f for f in result.failures if f not in excused]
+        result.verdict = None
+        result.inconclusive = (f"{loaded}; under that load these timing checks failed by less than {GROSS:g}x their "
+                               f"bounds, which load explains: " + " | ".join(e[:300] for e in excused[:3]))
 
     def _sampled(self, result: TimingResult, a: TimedArm, c: TimedArm) -> None:
         """The parity rules on the pooled samples: the candidate's against the baseline's."""
@@ -568,13 +685,18 @@ class TimingStage:
         prep_a = _median([c.prep_ms for rc in data for c in rc.a])
         prep_b = _median([c.prep_ms for rc in data for c in rc.b])
         base_ms = _median([self.primary(c) for rc in data for c in rc.a])
-        bound = self.gap_bound(base_ms, gap_a)
+        own_ms = _median([self.primary(c) for rc in data for c in rc.b])
+        bound = self.gap_bound(max(base_ms, own_ms), gap_a)
+        if reference:
+            self.aa_gap_diff = abs(gap_b - gap_a) if math.isfinite(gap_b - gap_a) else 0.0
+        else:
+            bound = max(bound, AA_GAP_FACTOR * self.aa_gap_diff)
         ok = abs(gap_b - gap_a) <= bound
         result.clock_checks.append(ClockCheck(comparison=name, arm=a_label, gap_ms=gap_a, reference_gap_ms=gap_a,
                                               bound_ms=bound, prep_ms=prep_a))
         result.clock_checks.append(ClockCheck(comparison=name, arm=b_label, gap_ms=gap_b, reference_gap_ms=gap_a,
                                               bound_ms=bound, prep_ms=prep_b, ok=ok))
-        if ok and self.chained:
+        if ok and self.device_ordered:
             self._prep_check(result, name, prep_a, prep_b, b_label, reference)
         if ok:
             return
@@ -584,6 +706,7 @@ class TimingStage:
             result.inconclusive = text + ": two runs of the same baseline disagree, this box cannot time reliably"
         else:
             result.failures.append(text + ": the arm's timings are not what the judge observed")
+            self.soft.append((result.failures[-1], abs(gap_b - gap_a) / bound))
 
     def _prep_check(self, result: TimingResult, name: str, prep_a: float, prep_b: float, b_label: str,
                     reference: bool) -> None:
@@ -600,6 +723,7 @@ class TimingStage:
         text = prep_gap(name, prep_a, prep_b, b_label, noise=result.aa_prep_gap_ms or 0.0)
         if text is not None:
             result.failures.append(text + ": the arm's device work ran while the judge prepared its next call")
+            self.soft.append((result.failures[-1], 1.0))
 
     def _interference(self, result: TimingResult, aa: list[RoundCalls], ab: list[RoundCalls]) -> None:
         """Right after an arm is suspended the judge runs a tiny kernel of its own: it waits
@@ -617,6 +741,7 @@ class TimingStage:
                 f"after the candidate was suspended the device stayed busy: the judge's probe kernel took "
                 f"{result.idle_probe_after_candidate_ms:.3g} ms (75th percentile) against {result.idle_probe_solo_ms:.3g} ms "
                 "with no candidate process: work left running outside the candidate's calls")
+            self.soft.append((result.failures[-1], result.idle_probe_after_candidate_ms / limit))
 
     def _decide(self, result: TimingResult) -> None:
         ab, x, aa, aax = result.ab, result.ab_cross, result.aa, result.aa_cross
@@ -635,11 +760,21 @@ class TimingStage:
             result.failures.append(
                 f"the arm's clock says {result.primary_verdict} ({ab.speedup:.3f}), the judge's says "
                 f"{result.cross_verdict} ({x.speedup:.3f}): work ran outside the arm's timed window")
+            self.soft.append((result.failures[-1], 1.0))
         floor = result.timer_floor_ms or 0.0
         # each arm's lower quartile per round, the median over rounds: a busy box only adds time
         # to a call, so the quartile is the call's own length, not the box's load
         lows = {ab.arm_a: [r.a.q1_ms for r in ab.rounds], ab.arm_b: [r.b.q1_ms for r in ab.rounds]}
         short = [lbl for lbl, q1s in lows.items() if q1s and stats.median(q1s) - floor < 0.5 * floor]
+        if not self.gpu and x.timer_floor_ms is not None and floor > 0:
+            # on CPU the arm's own clock brackets launch() alone: what the call itself costs,
+            # beside the judge's per-call overhead (the timer floor). On a loaded box the judge's
+            # clock of a no-op and of a tiny call drift apart by as much as the call, so a call
+            # costing less than the overhead itself is not judged (a 4x4 torch.mm: 36 us of CPU
+            # against 74 us of overhead under load, 0.5x and 0.6x of it in two runs)
+            own = {ab.arm_a: [r.a.q1_ms for r in x.rounds], ab.arm_b: [r.b.q1_ms for r in x.rounds]}
+            short += [lbl for lbl, q1s in own.items() if lbl not in short and q1s
+                      and stats.median(q1s) - x.timer_floor_ms < floor]
         if short and result.inconclusive is None:
             result.inconclusive = (f"{short} run shorter than 1.5x the timer floor ({floor:.4g} ms): "
                                    "the figures are the timer's overhead, not the kernels")
@@ -674,6 +809,7 @@ class TimingStage:
             at_floor = tf > 0 and solo - tf < 0.5 * tf
             if drift > DRIFT_HARD and not at_floor:
                 result.failures.append(hard)
+                self.soft.append((hard, drift / DRIFT_FAIL))  # GROSS x 50 %: 3x as slow
             elif abs(result.baseline_drift) > floor:
                 result.notes.append(message + " (no verdict was given)")
             return
@@ -683,6 +819,7 @@ class TimingStage:
             return
         if drift > DRIFT_HARD:
             result.failures.append(hard)
+            self.soft.append((hard, drift / DRIFT_FAIL))  # GROSS x 50 %: 3x as slow
             return
         scale = 1.0 / (1.0 + drift)  # against its solo time the candidate's interval shrinks
         honest = stats.decide(ab.ci_low * scale, ab.ci_high * scale, floor)
@@ -690,6 +827,7 @@ class TimingStage:
             result.failures.append(message + f", slower with the candidate resident than alone by more than "
                                              f"{limit:.0%}: against its solo time the verdict would be {honest}, not "
                                              f"{result.primary_verdict} (the baseline was slowed)")
+            self.soft.append((result.failures[-1], drift / DRIFT_FAIL))
         else:
             result.notes.append(message + "; the verdict is the same against its solo time")
 

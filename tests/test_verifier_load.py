@@ -1,0 +1,105 @@
+"""Load is not blame: on a box that other processes keep busy an honest candidate is never
+FAIL (at worst INCONCLUSIVE, naming the box), while a candidate whose own clock lies is
+still FAIL -- its violation is many times the bound, more than any load explains.
+
+``busy_box`` is the CI load generator: two busy-loop processes (the two cores of the CI box)
+for the duration of a test.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from verifier_support import PROBLEM_FILE, candidate, fast_options
+
+from verifiers.api import verify
+from verifiers.hw.boxload import BoxLoad, BoxLoadReport
+from verifiers.judge.timing import GROSS, TimingConfig, TimingResult, TimingStage
+
+BUSY = "import os\nwhile True:\n    os.getpid()\n"
+
+
+@pytest.fixture
+def busy_box():
+    procs = [subprocess.Popen([sys.executable, "-c", BUSY], start_new_session=True) for _ in range(2)]
+    time.sleep(0.3)
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def test_the_box_load_names_processes_outside_the_verifier(busy_box):
+    box = BoxLoad(roots=set())  # the busy processes are this test's children: nothing is "the verifier" here
+    box.start()
+    time.sleep(1.0)
+    report = box.report()
+    assert report is not None and report.loaded, report
+    assert report.foreign_cores >= 0.5
+    assert any(f"pid {p.pid} " in b for p in busy_box for b in report.busiest), report.busiest
+    ours = BoxLoad()  # seen from this process, its own children are the verifier's, not load
+    ours.start()
+    time.sleep(0.5)
+    mine = ours.report()
+    assert mine is not None and not any(f"pid {p.pid} " in b for p in busy_box for b in mine.busiest), mine.busiest
+
+
+def _stage(loaded: bool, neighbours: list[str] | None = None) -> tuple[TimingStage, TimingResult]:
+    stage = TimingStage.__new__(TimingStage)  # the rule reads these fields only
+    stage.cfg, stage.gated, stage.pad, stage.soft = TimingConfig(), False, None, []
+    stage.box = None
+    result = TimingResult(status="PASS", verdict="FASTER", neighbours=neighbours or [])
+    result.box_load = BoxLoadReport(seconds=5.0, cores=2, foreign_cores=1.8 if loaded else 0.0, loaded=loaded,
+                                    busiest=["pid 7 (python): 0.90 cores"])
+    return stage, result
+
+
+@pytest.mark.parametrize("loaded,how_far,blamed", [(True, 1.5, False), (True, GROSS * 2, True), (False, 1.5, True)])
+def test_a_check_failed_by_what_load_explains_is_inconclusive_not_fail(loaded, how_far, blamed):
+    stage, result = _stage(loaded)
+    text = "A/B: candidate's own clock and the judge's differ ..."
+    result.failures.append(text)
+    stage.soft.append((text, how_far))
+    stage._load_is_not_blame(result, [])
+    assert bool(result.failures) == blamed, (result.failures, result.inconclusive)
+    if not blamed:
+        assert result.verdict is None and "the box was loaded" in result.inconclusive and "pid 7" in result.inconclusive
+
+
+def test_a_neighbour_on_the_gpu_excuses_the_same_checks():
+    stage, result = _stage(False, neighbours=["pid 9 (spinner) 500 MiB"])
+    result.failures.append("after the candidate was suspended the device stayed busy ...")
+    stage.soft.append((result.failures[-1], 2.0))
+    stage._load_is_not_blame(result, [])
+    assert not result.failures and "pid 9" in result.inconclusive
+
+
+def test_failures_load_cannot_explain_stay_fail():
+    stage, result = _stage(True)
+    result.failures.append("candidate: c: 3 of 64 sampled elements are NaN")  # not a timing-consistency check
+    stage._load_is_not_blame(result, [])
+    assert result.failures
+
+
+def test_an_honest_run_on_a_loaded_box_is_never_fail(busy_box):
+    report = verify(PROBLEM_FILE, "arm:torch_mm", baseline="torch_mm", shapes=["192x192x192"],
+                    options=fast_options(profile=False, rounds=7))
+    t = report.shape_reports[0].timing
+    assert report.verdict in ("NO_DIFFERENCE", "INCONCLUSIVE"), (report.verdict, t.reason, t.failures)
+    assert t.box_load is not None and t.box_load.foreign_cores > 0.3, t.box_load
+    if report.verdict == "INCONCLUSIVE":
+        assert t.inconclusive, t.reason
+
+
+def test_a_lying_clock_is_still_fail_on_a_loaded_box(busy_box):
+    report = verify(PROBLEM_FILE, candidate("timing_patcher"), shapes=["256x256x256"],
+                    options=fast_options(profile=False))
+    t = report.shape_reports[0].timing
+    assert report.verdict == "FAIL", report.summary()
+    assert "not what the judge observed" in t.reason and t.box_load is not None
