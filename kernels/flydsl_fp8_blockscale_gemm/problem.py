@@ -5,17 +5,19 @@ One operator: fp8 e4m3 a8w8 GEMM with arbitrary fp32 block scales (1x128 on A,
 rtol=atol=1e-2, zero elements out of tolerance), on the card's four shapes.
 Arms per platform:
 
-==================  =========  ================  ==========================================
-arm                 role       platforms         what
-==================  =========  ================  ==========================================
-cublas_blockscale   baseline   cuda              cuBLAS block-scale GEMM (``F.scaled_mm``)
-ck_blockscale       baseline   rocm              CK via aiter (the card's production kernel)
-triton_twin         reference  cuda, rocm, cpu   portable Triton software-promote kernel
-flydsl_4wave        reference  rocm              the FlyDSL gfx950 4-wave core
-flydsl_4wave_xcd0   ablation   rocm              the same without the XCD swizzle
-torch_dequant       reference  all               dequant + fp32 matmul (harness control)
-e8m0_scaled         ablation   all               power-of-two scales: must FAIL parity
-==================  =========  ================  ==========================================
+====================  =========  ================  ==========================================
+arm                   role       platforms         what
+====================  =========  ================  ==========================================
+cublas_blockscale     baseline   cuda              cuBLAS block-scale GEMM (``F.scaled_mm``)
+ck_blockscale         baseline   rocm              CK via aiter (the card's production kernel)
+triton_twin           reference  cuda, rocm, cpu   portable Triton software-promote kernel
+flydsl_recipe         reference  rocm              the card's recipe: ``recipe.config_for`` picks the core by shape
+flydsl_4wave          reference  rocm              the FlyDSL gfx950 4-wave core
+flydsl_8wave_cluster  reference  rocm              the 8-wave ping-pong core, cluster schedule (narrow-N/deep-K)
+flydsl_4wave_xcd0     ablation   rocm              the same without the XCD swizzle
+torch_dequant         reference  all               dequant + fp32 matmul (harness control)
+e8m0_scaled           ablation   all               power-of-two scales: must FAIL parity
+====================  =========  ================  ==========================================
 
 (``cpu`` for the Triton twin means the interpreter: ``TRITON_INTERPRET=1``.)
 """
@@ -29,7 +31,8 @@ from .quant import BLOCK, quantize_activations
 
 NAME = "flydsl_fp8_blockscale_gemm"
 TWIN_KERNEL = r"blockscale_fp8_gemm_promote"
-FLYDSL_KERNEL = r"kernel_blockscale_gemm"
+FLYDSL_KERNEL = r"kernel_blockscale_gemm"  # both cores: ..._gemm and ..._gemm_8wave
+FLYDSL_8WAVE_KERNEL = r"kernel_blockscale_gemm_8wave"
 # cuBLAS's Hopper GEMMs show up as sm90_xmma_*, cutlass_* or nvjet_* (cuBLAS >= 12.9) or
 # another *gemm* name. The lookahead keeps this from matching the Triton twin or the FlyDSL
 # kernel (both contain "gemm"): the verifier forbids a candidate to run the baseline's
@@ -118,6 +121,30 @@ ARMS = {
         platforms=("rocm",),
         signature=SignatureSpec(
             required=(FLYDSL_KERNEL,),
+            forbidden=(r"kernel_gemm_xdl|gemm_a8w8_blockscale", TWIN_KERNEL),
+            launches_per_iter=1,
+        ),
+    ),
+    "flydsl_recipe": ArmSpec(
+        name="flydsl_recipe",
+        build="recipe:build",
+        role="reference",
+        description="the card's recipe: 8-wave cluster core on narrow-N/deep-K shapes, 4-wave core elsewhere",
+        platforms=("rocm",),
+        signature=SignatureSpec(
+            required=(FLYDSL_KERNEL,),
+            forbidden=(r"kernel_gemm_xdl|gemm_a8w8_blockscale", TWIN_KERNEL),
+            launches_per_iter=1,
+        ),
+    ),
+    "flydsl_8wave_cluster": ArmSpec(
+        name="flydsl_8wave_cluster",
+        build="flydsl_8wave:build",
+        role="reference",
+        description="FlyDSL gfx950 8-wave ping-pong block-scale core, BLOCK_M=128/BLOCK_N=256, cluster promotes",
+        platforms=("rocm",),
+        signature=SignatureSpec(
+            required=(FLYDSL_8WAVE_KERNEL,),
             forbidden=(r"kernel_gemm_xdl|gemm_a8w8_blockscale", TWIN_KERNEL),
             launches_per_iter=1,
         ),
