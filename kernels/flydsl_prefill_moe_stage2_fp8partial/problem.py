@@ -25,17 +25,20 @@ names (``check_kernel_names`` below, and the ``mismatched_scale`` candidate).
 
 Arms:
 
-=============  =========  ===================  ==========================================
-arm            role       platforms            kernels
-=============  =========  ===================  ==========================================
-triton_bf16    baseline   cuda, rocm, cpu      moe2_gemm_bf16 + moe_reduce_inbf16
-triton_fp8     reference  cuda, rocm, cpu      moe2_gemm_pf8_s<hex> + moe_reduce_infp8_s<hex>
-flydsl_bf16    ablation   rocm                 moe2_gemm_bf16 + moe_reduce_inbf16 (FlyDSL)
-flydsl_fp8     reference  rocm                 moe2_gemm_pf8_s<hex> + moe_reduce_infp8_s<hex>
-                                               (FlyDSL reduce)
-flydsl_fp8_    ablation   rocm                 moe2_gemm_accf32 + moe2_store_pf8_s<hex>
-epilogue                                       (FlyDSL store epilogue) + moe_reduce_infp8_s<hex>
-=============  =========  ===================  ==========================================
+===================  =========  =============  ==========================================
+arm                  role       platforms      kernels
+===================  =========  =============  ==========================================
+triton_bf16          baseline   cuda,rocm,cpu  moe2_gemm_bf16 + moe_reduce_inbf16
+triton_fp8           reference  cuda,rocm,cpu  moe2_gemm_pf8_s<hex> + moe_reduce_infp8_s<hex>
+flydsl_bf16          baseline   rocm           moe2_gemm_bf16 (fused FlyDSL GEMM) + moe_reduce_inbf16
+                                               (FlyDSL): the card's bf16-partial FlyDSL stage 2
+flydsl_fp8           reference  rocm           moe2_gemm_cshuffle_pf8_s<hex> (fused FlyDSL GEMM,
+                                               fp8 store epilogue) + moe_reduce_infp8_s<hex> (FlyDSL)
+flydsl_reduce_bf16   ablation   rocm           Triton moe2_gemm_bf16 + FlyDSL moe_reduce_inbf16
+flydsl_reduce_fp8    ablation   rocm           Triton moe2_gemm_pf8_s<hex> + FlyDSL infp8 reduce
+flydsl_fp8_epilogue  ablation   rocm           moe2_gemm_accf32 + moe2_store_pf8_s<hex>
+                                               (FlyDSL store epilogue) + moe_reduce_infp8_s<hex>
+===================  =========  =============  ==========================================
 
 ``flydsl_fp8_epilogue`` runs the FlyDSL fp8 store epilogue on hardware (the GEMM hands it
 fp32 accumulator rows through memory): it exists for parity of that kernel, not speed.
@@ -127,11 +130,39 @@ ARMS = {
     ),
     "flydsl_bf16": ArmSpec(
         name="flydsl_bf16",
+        build="flydsl_arms:build_fused_bf16",
+        role="baseline",
+        description="the card's ROCm baseline: fused FlyDSL stage-2 GEMM storing bf16 partials + FlyDSL bf16 reduce",
+        platforms=("rocm",),
+        signature=BASELINE_SIGNATURE,
+    ),
+    "flydsl_fp8": ArmSpec(
+        name="flydsl_fp8",
+        build="flydsl_arms:build_fused_fp8",
+        role="reference",
+        description="fused FlyDSL stage-2 GEMM, cshuffle_pf8 epilogue (e4m3(P*s)) + FlyDSL infp8 reduce (gfx950)",
+        platforms=("rocm",),
+        signature=SignatureSpec(
+            required=(naming.GEMM_CSHUFFLE_PF8, naming.REDUCE_INFP8),
+            forbidden=(rf"^{naming.GEMM_BF16}$", naming.REDUCE_BF16, naming.STORE_BF16),
+            launches_per_iter=2,
+        ),
+    ),
+    "flydsl_reduce_bf16": ArmSpec(
+        name="flydsl_reduce_bf16",
         build="flydsl_arms:build_bf16",
         role="ablation",
         description="Triton GEMM storing bf16 partials + FlyDSL bf16 reduce (gfx950)",
         platforms=("rocm",),
         signature=BASELINE_SIGNATURE,
+    ),
+    "flydsl_reduce_fp8": ArmSpec(
+        name="flydsl_reduce_fp8",
+        build="flydsl_arms:build_fp8",
+        role="ablation",
+        description="Triton GEMM storing e4m3(P*s) partials + FlyDSL infp8 reduce (gfx950): the reduce side alone",
+        platforms=("rocm",),
+        signature=FP8_SIGNATURE,
     ),
     "flydsl_fp8_epilogue": ArmSpec(
         name="flydsl_fp8_epilogue",
@@ -144,14 +175,6 @@ ARMS = {
             forbidden=(rf"^{naming.GEMM_BF16}$", naming.REDUCE_BF16, naming.STORE_BF16),
             launches_per_iter=3,
         ),
-    ),
-    "flydsl_fp8": ArmSpec(
-        name="flydsl_fp8",
-        build="flydsl_arms:build_fp8",
-        role="reference",
-        description="Triton GEMM storing e4m3(P*s) partials + FlyDSL infp8 reduce (gfx950)",
-        platforms=("rocm",),
-        signature=FP8_SIGNATURE,
     ),
 }
 
@@ -198,9 +221,10 @@ def oracle_at(values: Mapping, dims: Mapping[str, int], index: Mapping) -> dict:
     return {"out": (values["topk_weights"][t].double() * (a * w).sum(-1)).sum(-1)}
 
 
-# gfx950-emulated (FlyDSL arms on the emulator, CPU, parity only): the Triton stage-2 GEMM in
-# the interpreter and the FlyDSL reduce (and store epilogue) emulated, at the dims
-# gfx950_targets.EMULATED_ARMS compiles them for. One seed and the secret one.
+# gfx950-emulated (FlyDSL arms on the emulator, CPU, parity only): the fused FlyDSL GEMM and the
+# FlyDSL reduce emulated (the ablations: the Triton GEMM in the interpreter, the FlyDSL reduce
+# and store epilogue emulated), at the dims gfx950_targets.EMULATED_ARMS compiles them for.
+# One seed and the secret one.
 EMULATION = EmulationSpec(shapes=({"M": 24, "N": 96, "K": 64, "E": 8, "top_k": 2},), baseline="triton_bf16",
                           seeds=(0,))
 
