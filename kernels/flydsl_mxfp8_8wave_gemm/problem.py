@@ -12,6 +12,10 @@ arm                 role       platforms         what
 flydsl_4wave        reference  rocm              FlyDSL gfx950 kernel, v_mfma_scale with real
                                                  per-32 scales, swapped A/B, 4 waves (NOT the
                                                  PR's 8-wave pipeline; see flydsl_gemm.py)
+flydsl_8wave        reference  rocm              the PR's tile and store path: 8 waves, BLOCK_M=256,
+                                                 block_n by pick_block_n, permlane16_swap +
+                                                 ds_bpermute 64-byte row stores (flydsl_8wave.py)
+flydsl_8wave_direct ablation   rocm              the same with plain 8-byte stores (emulated today)
 triton_dequant      reference  cuda, rocm, cpu   Triton twin: per-32 dequant in registers,
                                                  bf16 tl.dot (exact products), fp32 accumulate
 torch_dequant       baseline   all               dequant + fp32 matmul (the oracle's recipe)
@@ -29,6 +33,7 @@ from .inputs import PERTURBATIONS, make_inputs, make_outputs, oracle
 
 NAME = "flydsl_mxfp8_8wave_gemm"
 FLYDSL_KERNEL = r"mxfp8_gemm_4wave_swapab"
+FLYDSL_8WAVE_KERNEL = r"mxfp8_gemm_8wave_swapab"
 TRITON_KERNEL = r"_mxfp8_dequant_gemm_kernel"
 # cuBLAS (sm90_xmma / cutlass / nvjet / *gemm*), hipBLASLt (Cijk_*), CPU BLAS has no trace
 BLAS_KERNELS = r"gemm|Cijk|nvjet|xmma|cutlass"
@@ -79,6 +84,26 @@ ARMS = {
         ),
         platforms=("rocm",),
         signature=SignatureSpec(required=(FLYDSL_KERNEL,), forbidden=(TRITON_KERNEL,), launches_per_iter=1),
+    ),
+    "flydsl_8wave": ArmSpec(
+        name="flydsl_8wave",
+        build="flydsl_8wave:build",
+        role="reference",
+        description=(
+            "FlyDSL gfx950 mxfp8 GEMM, the PR's tile: 8 waves, BLOCK_M=256, block_n 128/256 by pick_block_n, "
+            "swap-ab stores widened by v_permlane16_swap + ds_bpermute to 64-byte rows (operands global -> "
+            "registers, not the PR's LDS mainloop)"
+        ),
+        platforms=("rocm",),
+        signature=SignatureSpec(required=(FLYDSL_8WAVE_KERNEL,), forbidden=(TRITON_KERNEL,), launches_per_iter=1),
+    ),
+    "flydsl_8wave_direct": ArmSpec(
+        name="flydsl_8wave_direct",
+        build="flydsl_8wave:build_direct",
+        role="ablation",
+        description="the same 8-wave kernel with plain 8-byte swap-ab stores (no lane-exchange stages)",
+        platforms=("rocm",),
+        signature=SignatureSpec(required=(FLYDSL_8WAVE_KERNEL,), forbidden=(TRITON_KERNEL,), launches_per_iter=1),
     ),
     "triton_dequant": ArmSpec(
         name="triton_dequant",
