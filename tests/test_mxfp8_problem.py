@@ -46,6 +46,24 @@ def test_problem_loads_and_arms_resolve():
     assert PROBLEM.min_bytes({"M": 64, "N": 64, "K": 256}) == 64 * 256 * 2 + 128 * 8 + 2 * 64 * 64
 
 
+def test_rocm_baseline_is_the_aiter_block_scale_route_and_refuses_off_rocm():
+    """The PR measured against aiter's block-scale GEMM with 2-D e8m0 scales; that is the
+    card's ROCm baseline (not torch_dequant, which would inflate any MI355X speedup). It
+    cannot run here: it says so instead of falling back to another route."""
+    from skill_kernels.flydsl_mxfp8_8wave_gemm.aiter_baseline import PlatformError
+
+    arm = PROBLEM.arm("aiter_blockscale")
+    assert arm.role == "baseline" and arm.platforms == ("rocm",)
+    build = PROBLEM.resolve_builder(arm.build)
+    inputs, outputs = PROBLEM.make_inputs(SMOKE, 0, "cpu"), PROBLEM.make_outputs(SMOKE, "cpu")
+    with pytest.raises(PlatformError, match="runs on ROCm"):
+        build(inputs, outputs)
+    import re
+
+    sig = arm.signature.required[0]
+    assert re.search(sig, "_ZN7ck_tile6kentryI...blockscale_bpreshuffle") and not re.search(sig, "mxfp8_gemm_8wave_swapab")
+
+
 def test_inputs_are_seeded_and_consistent():
     x = PROBLEM.make_inputs(SMOKE, 5, "cpu")
     y = PROBLEM.make_inputs(SMOKE, 5, "cpu")

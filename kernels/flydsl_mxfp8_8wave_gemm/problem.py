@@ -18,6 +18,8 @@ flydsl_8wave        reference  rocm              the PR's tile and store path: 8
 flydsl_8wave_direct ablation   rocm              the same with plain 8-byte stores (emulated today)
 triton_dequant      reference  cuda, rocm, cpu   Triton twin: per-32 dequant in registers,
                                                  bf16 tl.dot (exact products), fp32 accumulate
+aiter_blockscale    baseline   rocm              aiter gemm_a8w8_blockscale_bpreshuffle, 2-D e8m0
+                                                 scales: the PR's comparison (the card's ROCm baseline)
 torch_dequant       baseline   all               dequant + fp32 matmul (the oracle's recipe)
 scales_pinned       ablation   all               scales pinned to 1.0: must FAIL parity
 ==================  =========  ================  =============================================
@@ -34,6 +36,8 @@ from .inputs import PERTURBATIONS, make_inputs, make_outputs, oracle
 NAME = "flydsl_mxfp8_8wave_gemm"
 FLYDSL_KERNEL = r"mxfp8_gemm_4wave_swapab"
 FLYDSL_8WAVE_KERNEL = r"mxfp8_gemm_8wave_swapab"
+# aiter's block-scale routes (CK, CK-tile, asm, FlyDSL, batched); never the project's kernels
+AITER_KERNELS = r"^(?!.*(?:mxfp8_gemm_[48]wave|_mxfp8_dequant)).*(?:blockscale|a8w8|ck_tile)"
 TRITON_KERNEL = r"_mxfp8_dequant_gemm_kernel"
 # cuBLAS (sm90_xmma / cutlass / nvjet / *gemm*), hipBLASLt (Cijk_*), CPU BLAS has no trace
 BLAS_KERNELS = r"gemm|Cijk|nvjet|xmma|cutlass"
@@ -104,6 +108,17 @@ ARMS = {
         description="the same 8-wave kernel with plain 8-byte swap-ab stores (no lane-exchange stages)",
         platforms=("rocm",),
         signature=SignatureSpec(required=(FLYDSL_8WAVE_KERNEL,), forbidden=(TRITON_KERNEL,), launches_per_iter=1),
+    ),
+    "aiter_blockscale": ArmSpec(
+        name="aiter_blockscale",
+        build="aiter_baseline:build",
+        role="baseline",
+        description=(
+            "aiter gemm_a8w8_blockscale_bpreshuffle with 2-D e8m0 scales (the route the PR measured against; "
+            "ROCm only, aiter picks its kernel)"
+        ),
+        platforms=("rocm",),
+        signature=SignatureSpec(required=(AITER_KERNELS,), forbidden=(FLYDSL_KERNEL, FLYDSL_8WAVE_KERNEL, TRITON_KERNEL)),
     ),
     "triton_dequant": ArmSpec(
         name="triton_dequant",
