@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from skill_kernels.fp8_common.layouts import preshuffle_b, shuffle_mxfp8_a_scale, shuffle_mxfp8_b_scale
-from skill_kernels.flydsl_mxfp8_8wave_gemm.problem import EXPECTED_PARITY_FAILURES, PROBLEM
+from skill_kernels.flydsl_mxfp8_8wave_gemm.arms import EXPECTED_PARITY_FAILURES
+from skill_kernels.flydsl_mxfp8_8wave_gemm.problem import PROBLEM
 from verifiers.metrics import output_metrics
 from verifiers.problem import load_problem
 
