@@ -86,3 +86,16 @@ def test_pick_block_n_follows_the_wide_grid_and_the_prs_table():
     for (n, m), tile in PR_TILES.items():
         assert pick_block_n(m, n) == tile, (m, n)
     assert pick_block_n(16384, 384) == 128  # N not a multiple of 256: only the narrow tile fits
+
+
+def test_the_widened_store_kernel_is_emulated_exactly_when_the_emulator_can():
+    """The permlane arms join EMULATED_ARMS (and so tests/test_emulator_flydsl.py) the day the
+    emulator implements v_permlane16_swap; until then they are not declared, never faked."""
+    from skill_kernels.flydsl_mxfp8_8wave_gemm import gfx950_targets as t
+
+    declared = {a.name for a in t.EMULATED_ARMS if a.arm == "flydsl_8wave"}
+    if t.emulator_runs(t.PERMLANE_MNEMONIC):
+        assert declared == {"w8_bn256_permlane", "w8_bn128_permlane_tail"}
+    else:
+        assert declared == set()
+        assert t.emulator_runs("ds_bpermute_b32")  # the check itself sees implemented opcodes

@@ -196,3 +196,26 @@ EMULATED_ARMS += [
     _emulated_8w("w8_bn128_direct_tail", {"M": 320, "N": 256, "K": 384}, 128,
                  "8-wave block_n=128: an M tail (320 = 256 + 64), 2 N blocks, 3 K steps"),
 ]
+
+
+def emulator_runs(mnemonic: str) -> bool:
+    """Whether the gfx950 emulator implements ``mnemonic`` (it lacks v_permlane16_swap today)."""
+    try:
+        from verifiers.gfx950.emulator.ops import handler_for
+    except ImportError:
+        return False
+    return handler_for(mnemonic) is not None
+
+
+#: the widened-store kernel itself, emulated as soon as the emulator implements the exchange
+#: (until then its evidence is the static gates and the CPU lane model of the same stages)
+PERMLANE_MNEMONIC = "v_permlane16_swap_b32_e32"
+if emulator_runs(PERMLANE_MNEMONIC):
+    for _name, _dims, _bn in (("w8_bn256_permlane", {"M": 256, "N": 256, "K": 256}, 256),
+                              ("w8_bn128_permlane_tail", {"M": 320, "N": 256, "K": 384}, 128)):
+        EMULATED_ARMS.append(EmulatedArm(
+            name=_name, arm="flydsl_8wave", dims=_dims,
+            kernels={"gemm": emulation_kernel("gemm", _maker_8w(_bn, _dims["K"], "permlane", _dims["M"], _dims["N"]),
+                                              _config_8w(_bn, _dims["K"], "permlane"))},
+            build="flydsl_8wave:build_emulated", baseline="torch_dequant",
+            description=f"8-wave block_n={_bn} with the permlane16_swap (+ ds_bpermute) store stages"))
