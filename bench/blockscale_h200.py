@@ -228,7 +228,7 @@ def run_verifier(candidate: Path, records: list[dict], out: Path, hidden: bool, 
         from verifiers import api
     except ImportError as e:
         return {"status": "SKIPPED", "reason": f"verifiers.api not importable: {e}"}
-    from skill_kernels.flydsl_fp8_blockscale_gemm.problem import TWIN_KERNEL
+    from skill_kernels.flydsl_fp8_blockscale_gemm.arms import TWIN_KERNEL
 
     shapes = [r["shape"] for r in records if r.get("best")]
     if not shapes:

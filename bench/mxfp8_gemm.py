@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     from verifiers.problem import load_problem
 
     problem = load_problem(PROBLEM_NAME)
-    from skill_kernels.flydsl_mxfp8_8wave_gemm.problem import EXPECTED_PARITY_FAILURES as expected_failures
+    from skill_kernels.flydsl_mxfp8_8wave_gemm.arms import EXPECTED_PARITY_FAILURES as expected_failures
     plat = "cpu" if args.smoke else _platform()
     if not args.smoke and plat == "cpu":
         print("no GPU found: run with --smoke on CPU", file=sys.stderr)

@@ -10,7 +10,8 @@ from skill_kernels.flydsl_fp8_blockscale_gemm import cublas_baseline, ck_baselin
 from skill_kernels.flydsl_fp8_blockscale_gemm.inputs import PERTURBATIONS, make_inputs, make_outputs
 from skill_kernels.flydsl_fp8_blockscale_gemm.oracle import oracle
 from skill_kernels.flydsl_fp8_blockscale_gemm.parity import parity_figures
-from skill_kernels.flydsl_fp8_blockscale_gemm.problem import FLYDSL_KERNEL, PROBLEM, TWIN_KERNEL
+from skill_kernels.flydsl_fp8_blockscale_gemm.arms import FLYDSL_KERNEL, TWIN_KERNEL
+from skill_kernels.flydsl_fp8_blockscale_gemm.problem import PROBLEM
 from verifiers.problem import Problem, load_problem
 
 DIMS = {"M": 256, "N": 384, "K": 768}

@@ -148,6 +148,36 @@ def test_the_blockscale_flydsl_arm_passes_parity_on_the_emulator_through_the_ver
 
 @pytest.mark.slow
 @pytest.mark.flydsl
+def test_the_blockscale_8wave_cluster_core_passes_parity_through_the_verifier_with_tails(toolchain):
+    """The card's narrow-N / deep-K row (8-wave ping-pong, cluster promotes) against the card's
+    oracle: 64 rows (half a 128-row CTA), 200 rows (128 + a 72-row tail) over two N blocks
+    and three K iterations, and the hidden 128x256x256 (one loop trip + the peeled step)."""
+    from verifiers.api import verify
+
+    report = verify(BLOCKSCALE, "arm:flydsl_8wave_cluster", shapes=["64x256x128", "200x512x384"], options=emulated())
+    assert_parity_only(report)
+    assert report.shapes == ["64x256x128", "200x512x384"] and report.baseline == "torch_dequant"
+    assert len(report.shape_reports) == 3 and report.shape_reports[-1].hidden
+    assert all(len(s.parity.cases) == 2 for s in report.shape_reports)  # seed 0 + the secret one
+
+
+@pytest.mark.slow
+@pytest.mark.flydsl
+def test_the_fused_moe_stage2_gemm_passes_parity_through_the_verifier(toolchain):
+    """The card's FlyDSL stage 2 (fused GEMM storing fp8 partials + infp8 reduce) against the
+    oracle under the relaxed rules: a ragged 64-column tile (N=96), a K tail (K=80) with
+    top_k=4, blocks past num_padded."""
+    from verifiers.api import verify
+
+    moe = "flydsl_prefill_moe_stage2_fp8partial"
+    report = verify(moe, "arm:flydsl_fp8", shapes=["24x96x64x8x2", "20x192x80x8x4"], options=emulated())
+    assert_parity_only(report)
+    assert report.baseline == "triton_bf16" and len(report.shape_reports) == 2
+    assert all(len(s.parity.cases) == 2 for s in report.shape_reports)
+
+
+@pytest.mark.slow
+@pytest.mark.flydsl
 def test_the_mxfp8_flydsl_arm_passes_parity_on_the_emulator_through_the_verifier(toolchain):
     from verifiers.api import verify
 

@@ -263,6 +263,22 @@ def test_epilogue_only_scaling_fails_the_promote_gate():
     assert "unbounded" in report.gate("fp32_promote").detail
 
 
+def test_promotes_between_mfmas_of_one_k_iteration_fail_the_cluster_gate():
+    # the snippet: two MFMAs, then every promote: a cluster schedule for 2 MFMAs per iteration
+    spec = GateSpec(promote_cluster=2, max_scratch_bytes=64)
+    assert run_gates(artifacts(), spec).status == "PASS"
+    interleaved = ISA.replace(
+        "\tv_mfma_f32_16x16x128_f8f6f4 v[14:17], v[20:27], v[40:47], 0\n",
+        "\tv_pk_fma_f32 v[52:53], v[12:13], v[62:63], v[52:53]\n\tv_mfma_f32_16x16x128_f8f6f4 v[14:17], v[20:27], v[40:47], 0\n",
+    )
+    bad = run_gates(artifacts(interleaved), spec)
+    assert bad.failed == ["promote_cluster"]
+    assert "iteration 0" in bad.gate("promote_cluster").evidence[0] and "v_pk_fma_f32" in bad.gate("promote_cluster").evidence[0]
+    # the grouping only means something when the MFMA count is a whole number of iterations
+    odd = run_gates(artifacts(), GateSpec(promote_cluster=3, max_scratch_bytes=64))
+    assert odd.failed == ["promote_cluster"] and "not a whole number" in odd.gate("promote_cluster").detail
+
+
 def test_skipped_and_failed_compiles_never_pass():
     skipped = CompileArtifacts(folder="demo", target="t", status="skipped", reason="no ld.lld")
     r = run_gates(skipped, STRICT)
@@ -313,9 +329,13 @@ def test_blockscale_folder_declares_targets_and_negatives():
     assert len(names) == len(set(names))
     assert {"t64x256x128_wpe2_xcd8_qup", "t64x256x128_wpe2_xcd0_qup"} <= {t.name for t in decl.targets}
     assert {t.name: t.expect_fail for t in decl.negative} == {
+        "neg_8w_interleaved_qkv": ("promote_cluster",),
         "neg_hw_b_scale_down": ("scaled_mfma",),
         "neg_wpe3_spill_down": ("scratch",),
     }
+    eight = [t for t in decl.targets if t.config.get("kernel") == "8wave"]
+    assert {(t.config["N"], t.config["K"]) for t in eight} == {(2048, 7168), (1536, 7168)}
+    assert all(t.gates.promote_cluster == 16 and t.config["schedule"] == "cluster" for t in eight)
     for t in decl.targets:
         assert t.gates.scaled_mfma == "pinned" and t.gates.require_fp32_promote and t.gates.max_scratch_bytes == 0
     with pytest.raises(KeyError, match="available"):
@@ -354,7 +374,11 @@ def test_cache_entry_is_invalid_once_an_imported_source_changes(monkeypatch, tmp
 
 
 def test_shape_checks_name_the_constraint():
-    from skill_kernels.flydsl_fp8_blockscale_gemm.flydsl_gemm import CARD_CONFIG, check_shapes, config_for
+    from skill_kernels.flydsl_fp8_blockscale_gemm.flydsl_8wave import EightWaveConfig
+    from skill_kernels.flydsl_fp8_blockscale_gemm.flydsl_8wave import check_shapes as check_8wave
+    from skill_kernels.flydsl_fp8_blockscale_gemm.flydsl_gemm import CARD_CONFIG, check_shapes
+    from skill_kernels.flydsl_fp8_blockscale_gemm.flydsl_gemm import config_4wave as config_for
+    from skill_kernels.flydsl_fp8_blockscale_gemm.recipe import config_for as recipe
 
     check_shapes(4096, 65536, 1536, CARD_CONFIG)
     with pytest.raises(ValueError, match="multiple of 128"):
@@ -367,6 +391,13 @@ def test_shape_checks_name_the_constraint():
     assert config_for(4096, 65536, 1536).async_copy and not config_for(4096, 2048, 7168).async_copy
     assert config_for(1000, 7168, 2048).a_scale_vec4 and not config_for(1001, 7168, 2048).a_scale_vec4
     assert config_for(64, 7168, 2048).xcd_swizzle == 8 and config_for(64, 7168, 2048, xcd_swizzle=0).xcd_swizzle == 0
+    # the card's decision guide: narrow-N / deep-K -> the 8-wave cluster core, the rest -> 4-wave
+    assert recipe(4096, 2048, 7168) == recipe(16384, 1536, 7168) == EightWaveConfig(schedule="cluster")
+    for shape in ((4096, 65536, 1536), (16384, 7168, 768), (1000, 1536, 1280), (64, 7168, 2048), (256, 1152, 4096)):
+        assert recipe(*shape) == config_for(*shape), shape  # 1152 % 256 != 0: no 8-wave tile fits
+    check_8wave(200, 512, 384)  # M is free (rows past M are masked)
+    with pytest.raises(ValueError, match="multiple of BLOCK_N=256"):
+        check_8wave(128, 384, 256)
 
 
 def test_build_rejects_bad_operands_with_the_tensor_name():
@@ -391,7 +422,8 @@ def test_build_rejects_bad_operands_with_the_tensor_name():
     with pytest.raises(ValueError, match="missing 'b_scale'"):
         flydsl_gemm.build({k_: v for k_, v in inputs.items() if k_ != "b_scale"}, outputs)
     # the names the problem spec binds to resolve
-    for spec in ("flydsl_gemm:build", "flydsl_gemm:build_xcd0", "flydsl_gemm:build_direct_epilogue"):
+    for spec in ("flydsl_gemm:build", "flydsl_gemm:build_xcd0", "flydsl_gemm:build_direct_epilogue",
+                 "flydsl_8wave:build", "recipe:build"):
         assert callable(resolve_callable(spec, package=f"skill_kernels.{FOLDER}"))
 
 
@@ -435,6 +467,45 @@ def test_card_configs_compile_and_pass_every_gate(reports):
     assert reports["t64x256x128_wpe2_direct_down"].resources[0]["lds_bytes"] == 16384
     # deep K keeps a loop: 2 K tiles in the body + a 2-tile tail, not 56 unrolled tiles
     assert reports["t64x256x128_wpe2_xcd8_sync_deepk"].mfma == {"v_mfma_f32_16x16x128_f8f6f4": 64}
+
+    # the 8-wave cluster core: one K iteration in the loop body + the peeled last, 16 MFMAs each,
+    # every promote after the iteration's last MFMA, no LDS, 2 waves per SIMD
+    for name in ("8w_bm128_bn256_cluster_qkv", "8w_bm128_bn256_cluster_gateup"):
+        r = reports[name]
+        assert r.mfma == {"v_mfma_f32_16x16x128_f8f6f4": 32}, name
+        assert r.gate("promote_cluster").status == "PASS" and "0 fp32 promote" in r.gate("promote_cluster").detail
+        assert r.resources[0]["lds_bytes"] == 0 and r.resources[0]["workgroup_size"] == 512
+
+
+def _mfma_runs_between_barriers(report) -> list[int]:
+    """fp8 MFMAs between consecutive s_barrier instructions of a compiled target's ISA."""
+    art = Path(report.artifacts_dir)
+    text = next(art.glob("*.s")).read_text()
+    runs, n = [], 0
+    for _, ins in isa.instructions(text):
+        if ins.startswith("s_barrier"):
+            runs.append(n)
+            n = 0
+        elif isa.FP8_MFMA.match(ins):
+            n += 1
+    return [r for r in runs if r]
+
+
+@pytest.mark.flydsl
+@pytest.mark.timeout(600)
+def test_eight_wave_quadrant_clusters_sit_between_barriers(reports):
+    """The ping-pong structure read from the ISA: each quadrant's 2x2 MFMAs (4) between two
+    s_barriers, 8 clusters for 2 K iterations (without the sched_barrier fences LLVM moved
+    MFMAs across the barriers: runs of 2, 10, 4 ...)."""
+    assert _mfma_runs_between_barriers(reports["8w_bm128_bn256_cluster_qkv"]) == [4] * 8
+
+
+@pytest.mark.flydsl
+@pytest.mark.timeout(600)
+def test_interleaved_promotes_fail_only_the_cluster_gate(reports):
+    r = reports["neg_8w_interleaved_qkv"]
+    assert r.negative and r.holds and r.failed == ["promote_cluster"]
+    assert r.gate("promote_cluster").evidence and all("iteration" in e for e in r.gate("promote_cluster").evidence)
 
 
 @pytest.mark.flydsl

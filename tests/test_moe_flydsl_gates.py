@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.gfx950_targets import REF_SCALE
-from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.naming import reduce_name, store_name
+from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.naming import gemm_name, reduce_name, store_name
 
 pytestmark = pytest.mark.flydsl
 FOLDER = "flydsl_prefill_moe_stage2_fp8partial"
@@ -31,13 +31,18 @@ def _report(target):
     [
         ("reduce_infp8_k8_n7168", reduce_name(True, REF_SCALE)),
         ("store_pf8_n2880_f32acc", store_name(True, REF_SCALE)),
+        ("gemm_cshuffle_pf8_n7168_k2048", gemm_name(True, REF_SCALE, flavour="cshuffle")),
     ],
 )
 def test_positive_targets_pass_every_gate(target, kernel):
     r = _report(target)
     assert r.status == "PASS", [(g.name, g.detail) for g in r.gates if g.status != "PASS"]
     assert [res["kernel"] for res in r.resources] == [kernel]
-    assert all(o.waves_per_simd >= 8 for o in r.occupancy)
+    if kernel.startswith("moe2_gemm_"):  # the fused GEMM: bf16 MFMAs, an LDS tile, no scratch
+        assert set(r.mfma) == {"v_mfma_f32_16x16x32_bf16"} and r.resources[0]["lds_bytes"] > 0
+        assert kernel.startswith("moe2_gemm_cshuffle_pf8_s") and all(o.waves_per_simd >= 2 for o in r.occupancy)
+    else:
+        assert all(o.waves_per_simd >= 8 for o in r.occupancy)
 
 
 @pytest.mark.parametrize(
@@ -45,6 +50,9 @@ def test_positive_targets_pass_every_gate(target, kernel):
     [
         ("neg_reduce_mismatched_2s_k8_n7168", {"required_ir"}),
         ("neg_store_bf16_n7168", {"required", "required_ir"}),
+        ("neg_gemm_pf8_mismatched_2s_n7168", {"required_ir"}),  # producer compiled with 2s, reducer s
+        ("neg_gemm_pf8_dropped_scale_n7168", {"required_ir"}),  # the scale keyword dropped: no * s
+        ("neg_gemm_bf16_n7168", {"required", "required_ir"}),
     ],
 )
 def test_negative_targets_are_caught(target, must_fail):

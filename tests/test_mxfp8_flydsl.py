@@ -47,3 +47,23 @@ def test_omitted_scales_fall_back_to_the_unscaled_mfma():
 @pytest.mark.parametrize("target", ["bm64_bn256_k1280", "bm256_bn64_k384"])
 def test_other_tiles_pass(target):
     assert _report(target).status == "PASS"
+
+
+def test_eight_wave_tile_widens_swap_ab_stores_to_64_byte_rows():
+    """The PR's store path in the ISA: v_permlane16_swap, the ds_bpermute transpose, and
+    per row one base address with 16-byte stores at +0/16/32/48; no narrower C store."""
+    r = _report("8w_bm256_bn256_k2048")
+    assert r.status == "PASS", [(g.name, g.detail) for g in r.gates if g.status != "PASS"]
+    assert r.mfma == {"v_mfma_scale_f32_16x16x128_f8f6f4": 32}  # 4 A x 8 B tiles per wave per K step
+    (res,) = r.resources
+    assert res["workgroup_size"] == 512 and res["scratch_bytes"] == 0 and res["lds_bytes"] == 0
+    stores = r.gate("required").evidence
+    assert any("offset:48" in e for e in stores)
+
+
+def test_eight_wave_narrow_tile_and_the_unwidened_stores():
+    narrow = _report("8w_bm256_bn128_k1280")
+    assert narrow.status == "PASS" and narrow.mfma == {"v_mfma_scale_f32_16x16x128_f8f6f4": 16}
+    direct = _report("neg_8w_direct_stores")  # 8-byte stores: no permlane, no bpermute, no 64-byte rows
+    assert direct.negative and direct.holds and set(direct.failed) == {"required", "forbidden"}
+    assert any("buffer_store_dwordx2" in e for e in direct.gate("forbidden").evidence)

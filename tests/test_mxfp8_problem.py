@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from skill_kernels.fp8_common.layouts import preshuffle_b, shuffle_mxfp8_a_scale, shuffle_mxfp8_b_scale
-from skill_kernels.flydsl_mxfp8_8wave_gemm.problem import EXPECTED_PARITY_FAILURES, PROBLEM
+from skill_kernels.flydsl_mxfp8_8wave_gemm.arms import EXPECTED_PARITY_FAILURES
+from skill_kernels.flydsl_mxfp8_8wave_gemm.problem import PROBLEM
 from verifiers.judge.metrics import output_metrics
 from verifiers.problem import load_problem
 
@@ -44,6 +45,24 @@ def test_problem_loads_and_arms_resolve():
     assert {"M": 1024, "N": 5120, "K": 2048} in PROBLEM.shapes
     assert PROBLEM.flops(SMOKE) == 2 * 64 * 64 * 256
     assert PROBLEM.min_bytes({"M": 64, "N": 64, "K": 256}) == 64 * 256 * 2 + 128 * 8 + 2 * 64 * 64
+
+
+def test_rocm_baseline_is_the_aiter_block_scale_route_and_refuses_off_rocm():
+    """The PR measured against aiter's block-scale GEMM with 2-D e8m0 scales; that is the
+    card's ROCm baseline (not torch_dequant, which would inflate any MI355X speedup). It
+    cannot run here: it says so instead of falling back to another route."""
+    from skill_kernels.flydsl_mxfp8_8wave_gemm.aiter_baseline import PlatformError
+
+    arm = PROBLEM.arm("aiter_blockscale")
+    assert arm.role == "baseline" and arm.platforms == ("rocm",)
+    build = PROBLEM.resolve_builder(arm.build)
+    inputs, outputs = PROBLEM.make_inputs(SMOKE, 0, "cpu"), PROBLEM.make_outputs(SMOKE, "cpu")
+    with pytest.raises(PlatformError, match="runs on ROCm"):
+        build(inputs, outputs)
+    import re
+
+    sig = arm.signature.required[0]
+    assert re.search(sig, "_ZN7ck_tile6kentryI...blockscale_bpreshuffle") and not re.search(sig, "mxfp8_gemm_8wave_swapab")
 
 
 def test_inputs_are_seeded_and_consistent():

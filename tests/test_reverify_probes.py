@@ -45,7 +45,8 @@ def test_the_installed_flydsl_has_no_block_scale_core_and_the_fallback_is_named(
     check = check_prerequisite(p, ctx(catalog, BLOCKSCALE), probes(catalog, BLOCKSCALE))
     assert check.met is False
     assert f"no block-scale software-promote GEMM in flydsl {flydsl_version}" in check.detail
-    assert "kernels/flydsl_fp8_blockscale_gemm/flydsl_gemm.py (present)" in check.detail
+    assert "kernels/flydsl_fp8_blockscale_gemm/flydsl_gemm.py (4-wave)" in check.detail
+    assert check.detail.endswith("kernels/flydsl_fp8_blockscale_gemm/flydsl_8wave.py (8-wave cluster) (present)")
     assert check.fallback_present is True
 
 
@@ -119,6 +120,7 @@ needs_toolchain = pytest.mark.skipif(toolchain_problem() is not None, reason="Fl
 
 
 FLYDSL_ARM = {BLOCKSCALE: "flydsl_4wave", MXFP8: "flydsl_4wave", MOE: "flydsl_fp8"}  # the cards' rocm reference arms
+GATE_TARGET = {MOE: "gemm_cshuffle_pf8_n7168_k2048"}  # the MoE capability is the fused GEMM's: its gate must pass
 
 
 def emulated_run(card_id, parity_ok=True, platform="gfx950-emulated", device="gfx950 emulator on CPU (test)"):
@@ -165,7 +167,7 @@ def test_the_scaled_mfma_capability_needs_the_reference_kernel_to_pass_gates_and
                                             (MOE, "flydsl_moe_fp8_partial_store")])
 def test_the_projects_reference_kernel_satisfies_the_capability_with_gates_and_emulated_parity(catalog, card, name):
     p, pr = prereq(catalog, card, name), probes(catalog, card)
-    gates = [GateReport(folder=card, target="t0", status="PASS")]
+    gates = [GateReport(folder=card, target=GATE_TARGET.get(card, "t0"), status="PASS")]
     met = ProbeContext(project_root=REPO, card_id=card, gate_reports=gates, verifier_reports=[emulated_run(card)])
     check = check_prerequisite(p, met, pr)
     assert check.met is True and f"the project's reference kernel (arm:{FLYDSL_ARM[card]})" in check.detail
@@ -178,6 +180,34 @@ def test_the_projects_reference_kernel_satisfies_the_capability_with_gates_and_e
         rewrite = emulated_run(card)
         rewrite.candidate = candidate
         assert check_prerequisite(p, met.model_copy(update={"verifier_reports": [rewrite]}), pr).met is False
+
+
+@needs_toolchain
+def test_only_the_fused_flydsl_gemm_meets_the_moe_stage2_gemm_capability(catalog):
+    """"A FlyDSL stage-2 MoE GEMM whose epilogue stores fp8 partials": the FlyDSL reduce behind
+    a Triton GEMM, or the standalone FlyDSL store pass, each passing its gates and emulated
+    parity, are no evidence for it; only the fused GEMM's arm with its gemm_cshuffle_pf8 gate."""
+    from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.probes import fused_arm_runs_the_flydsl_gemm
+
+    p, pr = prereq(catalog, MOE, "flydsl_moe_fp8_partial_store"), probes(catalog, MOE)
+    assert fused_arm_runs_the_flydsl_gemm()
+    store_and_reduce_gates = [GateReport(folder=MOE, target=t, status="PASS")
+                              for t in ("reduce_infp8_k8_n7168", "store_pf8_n2880_f32acc")]
+    fused_gate = [GateReport(folder=MOE, target="gemm_cshuffle_pf8_n7168_k2048", status="PASS")]
+    for arm in ("flydsl_fp8_epilogue", "flydsl_reduce_fp8"):  # the standalone store pass; the reduce alone
+        run = emulated_run(MOE)
+        run.candidate = f"arm:{arm}"
+        c = ProbeContext(project_root=REPO, card_id=MOE, gate_reports=store_and_reduce_gates + fused_gate,
+                         verifier_reports=[run])
+        check = check_prerequisite(p, c, pr)
+        assert check.met is False and "arm:flydsl_fp8" in check.detail, (arm, check.detail)
+    # the fused arm's parity without the fused GEMM's gate is not enough either
+    c = ProbeContext(project_root=REPO, card_id=MOE, gate_reports=store_and_reduce_gates,
+                     verifier_reports=[emulated_run(MOE)])
+    check = check_prerequisite(p, c, pr)
+    assert check.met is False and "gemm_cshuffle_pf8" in check.detail
+    c = c.model_copy(update={"gate_reports": store_and_reduce_gates + fused_gate})
+    assert check_prerequisite(p, c, pr).met is True
 
 
 @needs_toolchain

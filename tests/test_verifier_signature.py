@@ -201,7 +201,7 @@ def test_rocm_suffixes_are_normalised_before_matching():
 
 
 def test_a_whole_rocprofv3_profile_run_splits_into_its_calls(tmp_path):
-    from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.problem import BASELINE_SIGNATURE, FP8_SIGNATURE
+    from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.arms import BASELINE_SIGNATURE, FP8_SIGNATURE
 
     path = tmp_path / "run_kernel_trace.csv"
     path.write_text(rocprof_run_csv(5, "moe2_gemm_bf16.kd", "moe_reduce_inbf16 [clone .kd]"), newline="")
@@ -220,7 +220,7 @@ def test_a_whole_rocprofv3_profile_run_splits_into_its_calls(tmp_path):
 
 
 def test_fp8_names_with_the_suffix_satisfy_the_fp8_signature(tmp_path):
-    from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.problem import BASELINE_SIGNATURE, FP8_SIGNATURE
+    from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.arms import BASELINE_SIGNATURE, FP8_SIGNATURE
 
     path = tmp_path / "fp8_kernel_trace.csv"
     path.write_text(rocprof_run_csv(3, "moe2_gemm_pf8_s3a378034.kd", "moe_reduce_infp8_s3a378034 [clone .kd]"), newline="")

@@ -12,8 +12,10 @@ Import as ``skill_kernels.flydsl_fp8_blockscale_gemm``. One job per module:
   promote per 128-K block) and its per-shape-class tile configs.
 - ``cublas_baseline`` (cuda), ``ck_baseline`` (rocm), ``torch_dequant`` (all),
   ``e8m0_scaled`` (ablation that must fail strict parity): the other arms.
-- ``flydsl_gemm``: the FlyDSL gfx950 kernel (written separately).
-- ``problem``: ``PROBLEM``, the verifier binding.
+- ``flydsl_gemm``: the FlyDSL gfx950 4-wave software-promote core; ``flydsl_8wave``: the
+  8-wave ping-pong core with the ``cluster`` schedule; ``recipe``: which core a shape gets.
+- ``gfx950_targets``: their static gates and emulated arms; ``probes``: the capability probe.
+- ``arms``: ``ARMS``, every arm's spec; ``problem``: ``CARD_ID``, ``PROBLEM``, the verifier binding.
 
 Nothing heavy is imported here.
 """

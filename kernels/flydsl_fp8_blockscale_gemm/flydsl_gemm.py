@@ -53,7 +53,7 @@ FLYDSL_VERSION = "0.5.0"
 SCALE_BLOCK = 128
 NUM_WAVES = 4
 NUM_XCDS = 8  # MI355X
-MAX_UNROLLED_K_TILES = 16  # config_for: deeper K keeps an scf.for K loop (async_copy=False)
+MAX_UNROLLED_K_TILES = 16  # config_4wave: deeper K keeps an scf.for K loop (async_copy=False)
 MAX_M = 1 << 20  # cap on the static row extent of the A / C views
 
 
@@ -612,8 +612,9 @@ def compile_args(M: int, N: int, K: int, cfg: BlockscaleConfig = CARD_CONFIG) ->
     return compile_blockscale_gemm(N, K, cfg), placeholder_args(M, N, K)
 
 
-def config_for(M: int, N: int, K: int, **overrides: Any) -> BlockscaleConfig:
-    """The card's 4-wave config for this shape: t64x256x128 wpe2, async copy, xcd8
+def config_4wave(M: int, N: int, K: int, **overrides: Any) -> BlockscaleConfig:
+    """The card's 4-wave config for this shape (``recipe.config_for`` picks the kernel
+    family; this is the 4-wave row's config): t64x256x128 wpe2, async copy, xcd8
     (the validated wide-N winner; non-load-bearing but harmless on K-light shapes).
     ``tile_n`` drops to 128 (the card's other swept value) when N is not a multiple of 256;
     deep K (more than MAX_UNROLLED_K_TILES 128-K tiles) uses the looped register-staged A
@@ -650,7 +651,7 @@ def build(
     a, b_sh = inputs["a"], inputs["b_shuffled"]
     M, K = a.shape
     N = b_sh.shape[0]
-    cfg = config if config is not None else config_for(M, N, K)
+    cfg = config if config is not None else config_4wave(M, N, K)
     check_shapes(M, N, K, cfg)
     if cfg.scale_mode != "software":
         raise ValueError(f"scale_mode={cfg.scale_mode!r} is a deliberately wrong gate-test variant; use 'software'")
@@ -710,7 +711,7 @@ def make_builder(**overrides: Any):
         a = inputs["a"]
         M, K = a.shape
         N = inputs["b_shuffled"].shape[0]
-        return build(inputs, outputs, config_for(M, N, K, **overrides))
+        return build(inputs, outputs, config_4wave(M, N, K, **overrides))
 
     _build.__name__ = "build_" + "_".join(f"{k}{v}" for k, v in sorted(overrides.items()))
     return _build

@@ -22,6 +22,8 @@ from types import MappingProxyType
 
 from verifiers.gfx950 import CompileTarget, EmulatedArm, GateSpec, emulation_kernel
 
+from .flydsl_8wave import CARD_CONFIG_8WAVE, MFMA_PER_K_ITER, EightWaveConfig
+from .flydsl_8wave import describe as describe_8wave
 from .flydsl_gemm import CARD_CONFIG, CARD_CONFIG_XCD8, BlockscaleConfig, describe
 
 #: a runtime-M placeholder: M only bounds buffers, the compiled code does not depend on it
@@ -30,8 +32,8 @@ PLACEHOLDER_M = 256
 #: card shapes the targets compile at (N, K); labels are provenance only
 Q_UP = (65536, 1536)  # wide-N, 512 MiB C: xcd8 is the validated lever
 DOWN_PROJ = (7168, 768)  # K-light, grid-saturated: tile_n=256/tile_k=128 is the lever
-DEEP_K = (2048, 7168)  # narrow-N, deep-K: config_for keeps the K loop (register-staged A copy)
-ODD_N = (384, 768)  # N % 256 != 0: config_for falls back to tile_n=128 (the problem's smoke shape)
+DEEP_K = (2048, 7168)  # narrow-N, deep-K: config_4wave keeps the K loop (register-staged A copy)
+ODD_N = (384, 768)  # N % 256 != 0: config_4wave falls back to tile_n=128 (the problem's smoke shape)
 
 ASYNC_A_COPY = r"^buffer_load_dwordx4\b.*\blds\b"  # A staged by the gfx950 buffer->LDS DMA
 
@@ -118,7 +120,7 @@ TARGETS = [
         "t64x128x128_wpe2_xcd8_oddn",
         ODD_N,
         replace(CARD_CONFIG, tile_n=128, xcd_swizzle=8),
-        "tile_n=128 (the card's other swept tile_n), used by config_for when N % 256 != 0",
+        "tile_n=128 (the card's other swept tile_n), used by config_4wave when N % 256 != 0",
     ),
     _target(
         "t64x256x128_wpe2_direct_down",
@@ -134,7 +136,55 @@ TARGETS = [
     ),
 ]
 
+# --------------------------------------------------------------------------- 8-wave core
+QKV = (2048, 7168)  # narrow-N, deep-K: the 8-wave cluster row of the card
+GATE_UP = (1536, 7168)  # narrow-N, deep-K, big-M: the same row by shape class
+
+EIGHT_WAVE_GATES = GateSpec(
+    required=(
+        r"^v_mfma_f32_16x16x128_f8f6f4\b",  # unscaled CDNA4 fp8 MFMA (scale operands 0)
+        r"^v_(pk_)?fma_f32\b",  # the promote's fp32 FMA
+        r"^v_cvt_pk_bf16_f32\b",
+        r"^s_barrier\b",  # the ping-pong: quadrant clusters separated by barriers
+        r"^buffer_store_dwordx2\b",  # swap-ab: 4 bf16 of one row per lane = 8-byte stores
+    ),
+    forbidden=(r"^v_mfma_f32_16x16x32_(fp8|bf8)", r"^v_mfma_f32_32x32x64_f8f6f4\b"),
+    scaled_mfma="pinned",
+    require_fp32_promote=True,
+    promote_max_chain=1,
+    promote_cluster=MFMA_PER_K_ITER,  # no promote between the 16 MFMAs of one K iteration
+    max_scratch_bytes=0,
+    max_vgpr=256,
+    max_agpr=256,
+    max_lds_bytes=0,  # operands go global -> registers
+    min_waves_per_simd=2,  # 8 waves per CTA at waves_per_eu=2: the card's "1 block/CU, 2 waves/SIMD"
+)
+
+
+def _target_8wave(name: str, shape: tuple[int, int], cfg: EightWaveConfig, description: str,
+                  expect_fail: tuple[str, ...] = ()) -> CompileTarget:
+    n, k = shape
+
+    def make():
+        from .flydsl_8wave import compile_args
+
+        return compile_args(PLACEHOLDER_M, n, k, cfg)
+
+    return CompileTarget(name=name, make=make, gates=EIGHT_WAVE_GATES, description=description,
+                         config=MappingProxyType({"N": n, "K": k, **describe_8wave(cfg)}), expect_fail=expect_fail)
+
+
+TARGETS += [
+    _target_8wave("8w_bm128_bn256_cluster_qkv", QKV, CARD_CONFIG_8WAVE,
+                  "card winner for narrow-N/deep-K (N=2048, K=7168): 8-wave ping-pong, cluster promotes"),
+    _target_8wave("8w_bm128_bn256_cluster_gateup", GATE_UP, CARD_CONFIG_8WAVE,
+                  "narrow-N/deep-K big-M (N=1536, K=7168): the same 8-wave cluster row by shape class"),
+]
+
 NEGATIVE_TARGETS = [
+    _target_8wave("neg_8w_interleaved_qkv", QKV, replace(CARD_CONFIG_8WAVE, schedule="interleaved"),
+                  "WRONG on purpose: each quadrant promoted right after its own MFMAs (between MFMAs of "
+                  "one K iteration, on the barrier path)", expect_fail=("promote_cluster",)),
     _target(
         "neg_hw_b_scale_down",
         DOWN_PROJ,
@@ -194,4 +244,27 @@ EMULATED_ARMS = [
     _emulated("neg_hw_b_scale", EMU_SMALL, replace(CARD_CONFIG_XCD8, scale_mode="hw_b_scale"), "flydsl_4wave",
               "WRONG on purpose: real E8M0 block scales (B scale rounded to a power of two) must FAIL parity",
               expect_parity=False),
+]
+
+
+def _emulated_8wave(name: str, dims: dict, cfg: EightWaveConfig, description: str) -> EmulatedArm:
+    k = dims["K"]
+
+    def make():
+        from .flydsl_8wave import compile_args
+
+        return compile_args(dims["M"], dims["N"], k, cfg)
+
+    gemm = emulation_kernel("gemm", make, {"K": k, **describe_8wave(cfg)})
+    return EmulatedArm(name=name, arm="flydsl_8wave_cluster", dims=dims, kernels={"gemm": gemm},
+                       build="flydsl_8wave:build_emulated", baseline="torch_dequant", description=description)
+
+
+EMULATED_ARMS += [
+    _emulated_8wave("w8_cluster_smallest", EMU_SMALLEST, CARD_CONFIG_8WAVE,
+                    "8-wave cluster core at the problem's emulation shape: half a CTA of rows (M tail), one K step"),
+    _emulated_8wave("w8_cluster_small", {"M": 128, "N": 256, "K": 256}, CARD_CONFIG_8WAVE,
+                    "8-wave cluster core: one 128x256 CTA, 2 K iterations (one loop trip + the peeled last)"),
+    _emulated_8wave("w8_cluster_tail", {"M": 200, "N": 512, "K": 384}, CARD_CONFIG_8WAVE,
+                    "8-wave cluster core with an M tail (200 = 128 + 72 rows), 2 N blocks, 3 K iterations"),
 ]

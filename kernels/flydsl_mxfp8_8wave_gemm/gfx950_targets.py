@@ -84,7 +84,51 @@ TARGETS = [
     ),
 ]
 
+# --------------------------------------------------------------------------- 8-wave kernel
+KERNEL_8W = r"mxfp8_gemm_8wave_swapab"
+PERMLANE = r"^v_permlane16_swap_b32"  # printed with its encoding suffix (_e32)
+ROW64_STORE = r"^buffer_store_dwordx4\b.*\boffset:48\b"  # the 4th 16-byte store of a 64-byte row
+
+GATES_8W = GATES.model_copy(update={
+    "required": (SCALED_MFMA, PERMLANE, r"^ds_bpermute_b32\b", ROW64_STORE),
+    "forbidden": (UNSCALED_F8F6F4, CDNA3_FP8_MFMA, r"^buffer_store_(short|byte|dword|dwordx2)\b", r"scratch_"),
+    "waves_per_workgroup": 8,
+    "kernel": KERNEL_8W,
+})
+#: block_n=128: a wave's row is 64 columns over 4 lanes, stage 1 only: 16-byte stores
+GATES_8W_BN128 = GATES_8W.model_copy(update={
+    "required": (SCALED_MFMA, PERMLANE, r"^buffer_store_dwordx4\b"),
+})
+
+
+def _config_8w(block_n: int, k: int, stores: str = "permlane") -> dict:
+    return {"K": k, "block_m": 256, "block_n": block_n, "waves": 8, "stores": stores, "waves_per_eu": 2}
+
+
+def _maker_8w(block_n: int, k: int, stores: str = "permlane", m: int = 256, n: int = 256):
+    def make() -> tuple[Any, tuple]:
+        from skill_kernels.flydsl_mxfp8_8wave_gemm.flydsl_8wave import Config8, compile_args
+
+        return compile_args(Config8(block_n=block_n, stores=stores), m=m, n=n, k=k)
+
+    return make
+
+
+TARGETS += [
+    CompileTarget(name="8w_bm256_bn256_k2048", make=_maker_8w(256, 2048), gates=GATES_8W,
+                  description="PR tile, wide grid (pick_block_n: >= 129 wide tiles), K=2048: swap-ab stores "
+                              "widened by v_permlane16_swap + ds_bpermute to 64-byte rows",
+                  config=_config_8w(256, 2048)),
+    CompileTarget(name="8w_bm256_bn128_k1280", make=_maker_8w(128, 1280), gates=GATES_8W_BN128,
+                  description="PR tile, launch-starved grid (pick_block_n -> 128), K=1280: permlane16_swap stage, "
+                              "16-byte stores",
+                  config=_config_8w(128, 1280)),
+]
+
 NEGATIVE_TARGETS = [
+    CompileTarget(name="neg_8w_direct_stores", make=_maker_8w(256, 2048, "direct"), gates=GATES_8W,
+                  description="WRONG on purpose: the 8-byte swap-ab stores without the lane-exchange stages",
+                  config=_config_8w(256, 2048, "direct"), expect_fail=("required", "forbidden")),
     CompileTarget(
         name="scales_pinned_1p0",
         make=_maker(2, 2, 2048, "pinned"),
@@ -132,3 +176,46 @@ EMULATED_ARMS = [
     _emulated("scales_omitted", {"M": 128, "N": 128, "K": 256}, (2, 2), "omitted", expect_parity=False,
               description="WRONG on purpose: scales omitted (unscaled MFMA) must FAIL parity"),
 ]
+
+
+
+def _emulated_8w(name: str, dims: dict, block_n: int, description: str) -> EmulatedArm:
+    """The 8-wave kernel with the direct (8-byte) stores: the emulator does not implement
+    ``v_permlane16_swap`` yet, so the widened-store variant is gated and lane-modelled
+    (tests/test_mxfp8_store_stages.py) but not emulated; this runs the same mainloop, tile,
+    scale packing and opsel selection."""
+    gemm = emulation_kernel("gemm", _maker_8w(block_n, dims["K"], "direct", dims["M"], dims["N"]),
+                            _config_8w(block_n, dims["K"], "direct"))
+    return EmulatedArm(name=name, arm="flydsl_8wave_direct", dims=dims, kernels={"gemm": gemm},
+                       build="flydsl_8wave:build_emulated", baseline="torch_dequant", description=description)
+
+
+EMULATED_ARMS += [
+    _emulated_8w("w8_bn256_direct", {"M": 256, "N": 256, "K": 256}, 256,
+                 "8-wave BLOCK_M=256, block_n=256: one CTA, two 128-K steps, 8 B tiles per wave"),
+    _emulated_8w("w8_bn128_direct_tail", {"M": 320, "N": 256, "K": 384}, 128,
+                 "8-wave block_n=128: an M tail (320 = 256 + 64), 2 N blocks, 3 K steps"),
+]
+
+
+def emulator_runs(mnemonic: str) -> bool:
+    """Whether the gfx950 emulator implements ``mnemonic`` (it lacks v_permlane16_swap today)."""
+    try:
+        from verifiers.gfx950.emulator.ops import handler_for
+    except ImportError:
+        return False
+    return handler_for(mnemonic) is not None
+
+
+#: the widened-store kernel itself, emulated as soon as the emulator implements the exchange
+#: (until then its evidence is the static gates and the CPU lane model of the same stages)
+PERMLANE_MNEMONIC = "v_permlane16_swap_b32_e32"
+if emulator_runs(PERMLANE_MNEMONIC):
+    for _name, _dims, _bn in (("w8_bn256_permlane", {"M": 256, "N": 256, "K": 256}, 256),
+                              ("w8_bn128_permlane_tail", {"M": 320, "N": 256, "K": 384}, 128)):
+        EMULATED_ARMS.append(EmulatedArm(
+            name=_name, arm="flydsl_8wave", dims=_dims,
+            kernels={"gemm": emulation_kernel("gemm", _maker_8w(_bn, _dims["K"], "permlane", _dims["M"], _dims["N"]),
+                                              _config_8w(_bn, _dims["K"], "permlane"))},
+            build="flydsl_8wave:build_emulated", baseline="torch_dequant",
+            description=f"8-wave block_n={_bn} with the permlane16_swap (+ ds_bpermute) store stages"))

@@ -14,10 +14,11 @@ Modules (import as ``skill_kernels.flydsl_prefill_moe_stage2_fp8partial.<module>
 - ``oracle``: input generation, the fp32 oracle and the torch emulations of both arms.
 - ``calibration``: choose ``s`` from the partial magnitude histogram (report).
 - ``triton_stage2_gemm`` / ``triton_reduce``: the Triton twins; ``triton_arms`` builds them.
-- ``flydsl_reduce`` / ``flydsl_stage2_epilogue``: gfx950 FlyDSL kernels; ``flydsl_arms``
-  builds the ROCm arms; ``gfx950_targets`` declares their static gates.
+- ``flydsl_stage2_gemm`` (the fused GEMM, ``cshuffle_pf8`` epilogue), ``flydsl_reduce``,
+  ``flydsl_stage2_epilogue``: gfx950 FlyDSL kernels; ``flydsl_arms`` builds the ROCm arms;
+  ``gfx950_targets`` declares their static gates; ``probes`` the capability probe.
 - ``mismatched_scale``: a deliberately wrong candidate (reducer scale != producer scale).
-- ``problem``: ``PROBLEM`` for the verifier.
+- ``arms``: ``ARMS``, every arm's spec; ``problem``: ``CARD_ID``, ``PROBLEM`` for the verifier.
 
 Nothing here imports torch, triton or flydsl at package import time.
 """

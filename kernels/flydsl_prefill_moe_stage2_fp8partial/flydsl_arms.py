@@ -147,3 +147,61 @@ def build_fp8_epilogue_emulated(inputs: Tensors, outputs: Tensors, kernels: dict
                (rname, red)),
         partial=partial, producer_scale=scale, reducer_scale=_reducer_scale(kernels, scale), annotate=True,
     )
+
+
+# --------------------------------------------------------------------------- fused FlyDSL GEMM
+# The card's stage 2 in FlyDSL end to end: the fused down-proj GEMM whose epilogue stores the
+# partial (``flydsl_stage2_gemm``: ``moe2_gemm_cshuffle_pf8_s<hex>``, or ``moe2_gemm_bf16``
+# for the baseline) and the FlyDSL reduce, one scale handed to both compiles.
+
+
+def build_fused(inputs: Tensors, outputs: Tensors, *, fp8: bool) -> Stage2Launch:
+    import torch
+
+    from skill_kernels.flydsl_prefill_moe_stage2_fp8partial import flydsl_stage2_gemm
+
+    d = dims_of(inputs)
+    out = check_outputs(outputs, d)
+    _require_rocm(out)
+    scale = calibrated_scale(inputs) if fp8 else None
+    partial = torch.empty(d["M"] * d["top_k"], d["N"], device=out.device,
+                          dtype=torch.float8_e4m3fn if fp8 else torch.bfloat16)
+    gemm, gname = flydsl_stage2_gemm.launcher(inputs, partial, scale)
+    red, rname = flydsl_reduce.launcher(partial, out, d["top_k"], scale)
+    return Stage2Launch(steps=((gname, gemm), (rname, red)), partial=partial, producer_scale=scale, reducer_scale=scale)
+
+
+def build_fused_fp8(inputs: Tensors, outputs: Tensors) -> Stage2Launch:
+    return build_fused(inputs, outputs, fp8=True)
+
+
+def build_fused_bf16(inputs: Tensors, outputs: Tensors) -> Stage2Launch:
+    return build_fused(inputs, outputs, fp8=False)
+
+
+def _scaled(kernels: dict, role: str, calibrated: float | None) -> float | None:
+    """The scale an emulated kernel was compiled with: calibrated x its target's factor."""
+    cfg = kernels[role].config
+    return calibrated * cfg.get("scale_factor", 1.0) if calibrated is not None and cfg.get("fp8") else None
+
+
+def build_fused_emulated(inputs: Tensors, outputs: Tensors, kernels: dict) -> Stage2Launch:
+    """Fused FlyDSL GEMM and FlyDSL reduce, both on the gfx950 emulator; ``kernels["gemm"]``
+    and ``kernels["reduce"]`` carry the compile-time scale each was built with."""
+    import torch
+
+    from skill_kernels.flydsl_prefill_moe_stage2_fp8partial import flydsl_stage2_gemm
+
+    d = dims_of(inputs)
+    out = check_outputs(outputs, d)
+    fp8 = bool(kernels["gemm"].config.get("fp8"))
+    calibrated = calibrated_scale(inputs) if fp8 else None
+    partial = torch.empty(d["M"] * d["top_k"], d["N"], device=out.device,
+                          dtype=torch.float8_e4m3fn if fp8 else torch.bfloat16)
+    flydsl_stage2_gemm.check_partial(inputs, partial, calibrated)
+    gemm = kernels["gemm"]
+    args = flydsl_stage2_gemm.launcher_args(inputs, partial)
+    rname, red = _emulated_reduce(kernels, partial, out, d["M"])
+    return Stage2Launch(steps=((gemm.kernel_name, lambda: gemm(*args)), (rname, red)), partial=partial,
+                        producer_scale=_scaled(kernels, "gemm", calibrated),
+                        reducer_scale=_scaled(kernels, "reduce", calibrated), annotate=True)

@@ -10,9 +10,8 @@ that epilogue as a standalone pass over accumulator rows held in memory ([R, N],
 row per sorted row, R = the sorted buffer's capacity): the instruction sequence and the
 store layout are the ones the fused epilogue issues, so the static gates can check the
 store side (``v_cvt_pk_fp8_f32`` present, no scratch, 16-byte stores). It is not a
-GEMM: the FlyDSL MFMA mainloop feeding it in registers is not written here, and on
-ROCm the scored candidate arm uses the Triton GEMM (whose epilogue does the same
-fp8 store) with the FlyDSL reduce.
+GEMM: the fused kernel (MFMA mainloop + this store in its epilogue) is
+``flydsl_stage2_gemm``; this pass serves the ``flydsl_fp8_epilogue`` ablation.
 
 Rounding order matches every other path: ``(acc * w) * s`` in fp32, clamp, then
 round-to-nearest-even e4m3 (the hardware conversion). Rows whose sorted id is the

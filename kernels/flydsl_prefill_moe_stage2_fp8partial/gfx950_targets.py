@@ -87,6 +87,43 @@ def store_gates(scale: float) -> GateSpec:
     )
 
 
+def gemm_gates(scale: float) -> GateSpec:
+    """The fused stage-2 GEMM (``moe2_gemm_cshuffle_pf8_s<hex>``): a bf16 MFMA datapath, the
+    fp32 -> fp8 conversion in its epilogue, scaled by exactly ``s``, 16-byte row stores
+    after the LDS reshuffle, no scratch, 2 waves per SIMD at least."""
+    return GateSpec(
+        required=(
+            r"^v_mfma_f32_16x16x32_bf16\b",  # the GEMM itself: bf16 operands, fp32 accumulate
+            r"^v_cvt_(scalef32_)?pk_fp8_f32\b",  # f32 -> fp8 in the epilogue
+            r"^ds_write(2(st64)?)?_b32\b",  # cshuffle: lane dwords into the LDS tile ...
+            r"^ds_read_b128\b",  # ... read back as 16-byte row chunks ...
+            r"^buffer_store_dwordx4\b",  # ... and stored whole
+        ),
+        forbidden=(r"^v_mfma\w*_(f8f6f4|fp8|bf8)",),  # fp8 lives only in the store, never in the MMA
+        required_ir=(rf"fmul .*{ir_constant(as_f32(scale))}",),  # scaled by exactly s
+        scaled_mfma="forbidden",
+        max_scratch_bytes=0,
+        min_waves_per_simd=2,
+        kernel=r"^moe2_gemm_",
+    )
+
+
+def _gemm_target(name, n, k, scale, gates, description, expect_fail=(), scale_mode="scaled"):
+    def make():
+        from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.flydsl_stage2_gemm import compile_args
+
+        return compile_args(n, k, scale, scale_mode)
+
+    return CompileTarget(
+        name=name,
+        make=make,
+        gates=gates,
+        description=description,
+        config=MappingProxyType({"kernel": "gemm", "N": n, "K": k, "scale": scale, "scale_mode": scale_mode}),
+        expect_fail=expect_fail,
+    )
+
+
 def _reduce_target(name, shape, scale, gates, description, expect_fail=()):
     top_k, n = shape
 
@@ -122,6 +159,14 @@ def _store_target(name, n, scale, acc_dtype, gates, description, expect_fail=())
 
 
 TARGETS = [
+    _gemm_target(
+        "gemm_cshuffle_pf8_n2880_k2880", 2880, 2880, REF_SCALE, gemm_gates(REF_SCALE),
+        "fused stage-2 GEMM, fp8 partial store (cshuffle_pf8), hidden 2880, intermediate 2880",
+    ),
+    _gemm_target(
+        "gemm_cshuffle_pf8_n7168_k2048", 7168, 2048, REF_SCALE, gemm_gates(REF_SCALE),
+        "fused stage-2 GEMM, fp8 partial store (cshuffle_pf8), hidden 7168, intermediate 2048",
+    ),
     _reduce_target(
         "reduce_infp8_k4_n2880", GPT_OSS, REF_SCALE, reduce_gates(REF_SCALE),
         "fp8-partial top-k reduce, top_k=4, hidden 2880 (ragged tile: 2880 < 4096 columns)",
@@ -141,6 +186,21 @@ TARGETS = [
 ]
 
 NEGATIVE_TARGETS = [
+    _gemm_target(
+        "neg_gemm_pf8_mismatched_2s_n7168", 7168, 2048, 2 * REF_SCALE, gemm_gates(REF_SCALE),
+        "a producer compiled with 2s gated against the reducer's s (producer/reducer scale mismatch)",
+        expect_fail=("required_ir",),
+    ),
+    _gemm_target(
+        "neg_gemm_pf8_dropped_scale_n7168", 7168, 2048, REF_SCALE, gemm_gates(REF_SCALE),
+        "the scale keyword dropped on the way to the kernel: fp8 stores of acc*w with the default 1.0",
+        expect_fail=("required_ir",), scale_mode="dropped",
+    ),
+    _gemm_target(
+        "neg_gemm_bf16_n7168", 7168, 2048, None, gemm_gates(REF_SCALE),
+        "the bf16-partial baseline GEMM gated as fp8: no f32 -> fp8 conversion, no s",
+        expect_fail=("required", "required_ir"),
+    ),
     _reduce_target(
         "neg_reduce_inbf16_k8_n7168", DEEPSEEK, None, reduce_gates(REF_SCALE),
         "the bf16-partial baseline reducer gated as fp8: no fp8 decode, no 1/s",
@@ -176,9 +236,12 @@ def _calibrated(dims: dict) -> float:
 
 def _emu_reduce(dims: dict, fp8: bool, scale_factor: float = 1.0):
     def make():
-        from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.flydsl_reduce import compile_args
+        from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.flydsl_reduce import make_reduce, placeholder_args
 
-        return compile_args(dims["top_k"], dims["N"], _calibrated(dims) * scale_factor if fp8 else None)
+        scale = _calibrated(dims) * scale_factor if fp8 else None
+        # a fresh launcher, not make_reduce's cached one: several arms compile this very reducer
+        # in one batch, and a launcher FlyDSL already compiled in the process dumps no ISA again
+        return make_reduce.__wrapped__(dims["top_k"], dims["N"], scale), placeholder_args(dims["top_k"], dims["N"], fp8)
 
     cfg = {"kernel": "reduce", "top_k": dims["top_k"], "N": dims["N"], "fp8": fp8, "scale_factor": scale_factor}
     return emulation_kernel("reduce", make, cfg)
@@ -194,21 +257,61 @@ def _emu_store(dims: dict):
 
 
 EMULATED_ARMS = [
-    EmulatedArm(name="fp8_reduce", arm="flydsl_fp8", dims=EMU_DIMS, kernels={"reduce": _emu_reduce(EMU_DIMS, True)},
+    EmulatedArm(name="fp8_reduce", arm="flydsl_reduce_fp8", dims=EMU_DIMS, kernels={"reduce": _emu_reduce(EMU_DIMS, True)},
                 build="flydsl_arms:build_fp8_emulated", baseline="triton_bf16",
                 description="Triton GEMM (CPU) storing e4m3(P*s) + the FlyDSL infp8 reduce (emulated)"),
-    EmulatedArm(name="fp8_reduce_ragged", arm="flydsl_fp8", dims=EMU_RAGGED,
+    EmulatedArm(name="fp8_reduce_ragged", arm="flydsl_reduce_fp8", dims=EMU_RAGGED,
                 kernels={"reduce": _emu_reduce(EMU_RAGGED, True)}, build="flydsl_arms:build_fp8_emulated",
                 baseline="triton_bf16", description="top_k=4, N=160 (ragged column tile)"),
     EmulatedArm(name="fp8_epilogue", arm="flydsl_fp8_epilogue", dims=EMU_DIMS,
                 kernels={"store": _emu_store(EMU_DIMS), "reduce": _emu_reduce(EMU_DIMS, True)},
                 build="flydsl_arms:build_fp8_epilogue_emulated", baseline="triton_bf16",
                 description="GEMM to fp32 rows (CPU) + FlyDSL fp8 store epilogue + FlyDSL reduce (both emulated)"),
-    EmulatedArm(name="bf16_reduce", arm="flydsl_bf16", dims=EMU_DIMS, kernels={"reduce": _emu_reduce(EMU_DIMS, False)},
+    EmulatedArm(name="bf16_reduce", arm="flydsl_reduce_bf16", dims=EMU_DIMS, kernels={"reduce": _emu_reduce(EMU_DIMS, False)},
                 build="flydsl_arms:build_bf16_emulated", baseline="triton_bf16",
                 description="the bf16-partial baseline reducer (emulated)"),
-    EmulatedArm(name="neg_reduce_2s", arm="flydsl_fp8", dims=EMU_DIMS,
+    EmulatedArm(name="neg_reduce_2s", arm="flydsl_reduce_fp8", dims=EMU_DIMS,
                 kernels={"reduce": _emu_reduce(EMU_DIMS, True, 2.0)}, build="flydsl_arms:build_fp8_emulated",
                 baseline="triton_bf16", expect_parity=False,
                 description="WRONG on purpose: a reducer compiled with 2s (the producer's s) must FAIL parity"),
+]
+
+
+def _emu_gemm(dims: dict, fp8: bool, scale_factor: float = 1.0, scale_mode: str = "scaled"):
+    def make():
+        from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.flydsl_stage2_gemm import make_gemm, placeholder_args
+
+        scale = _calibrated(dims) * scale_factor if fp8 else None
+        # a fresh launcher (see _emu_reduce): the wrong-reducer arm compiles this very GEMM too
+        return make_gemm.__wrapped__(dims["N"], dims["K"], scale, scale_mode), placeholder_args(dims["N"], dims["K"], fp8)
+
+    cfg = {"kernel": "gemm", "N": dims["N"], "K": dims["K"], "fp8": fp8, "scale_factor": scale_factor,
+           "scale_mode": scale_mode}
+    return emulation_kernel("gemm", make, cfg)
+
+
+def _fused(name: str, arm: str, dims: dict, fp8: bool, description: str, *, gemm_factor: float = 1.0,
+           reduce_factor: float = 1.0, scale_mode: str = "scaled", expect_parity: bool = True) -> EmulatedArm:
+    kernels = {"gemm": _emu_gemm(dims, fp8, gemm_factor, scale_mode), "reduce": _emu_reduce(dims, fp8, reduce_factor)}
+    return EmulatedArm(name=name, arm=arm, dims=dims, kernels=kernels, build="flydsl_arms:build_fused_emulated",
+                       baseline="triton_bf16", expect_parity=expect_parity, description=description)
+
+
+#: fused GEMM shapes: N = 96 (a ragged 64-column tile), K = 64 (two 32-K steps); N = 192, K = 80
+#: (a K tail of 16), top_k = 4 over 8 experts (blocks past num_padded run no K step)
+EMU_FUSED_TAIL = {"M": 20, "N": 192, "K": 80, "E": 8, "top_k": 4}
+
+EMULATED_ARMS += [
+    _fused("fused_pf8", "flydsl_fp8", EMU_DIMS, True,
+           "fused FlyDSL stage-2 GEMM (cshuffle_pf8 epilogue) + FlyDSL infp8 reduce, both emulated; ragged N tile"),
+    _fused("fused_pf8_ktail", "flydsl_fp8", EMU_FUSED_TAIL, True,
+           "the same with a K tail (80 = 2 x 32 + 16) and top_k=4 over 8 experts"),
+    _fused("fused_bf16", "flydsl_bf16", EMU_DIMS, False,
+           "the card's baseline: the same fused GEMM storing bf16 partials + FlyDSL inbf16 reduce"),
+    _fused("neg_fused_reduce_2s", "flydsl_fp8", EMU_DIMS, True,
+           "WRONG on purpose: producer compiled with s, reducer with 2s: must FAIL parity", reduce_factor=2.0,
+           expect_parity=False),
+    _fused("neg_fused_dropped_scale", "flydsl_fp8", EMU_DIMS, True,
+           "WRONG on purpose: the producer's scale keyword dropped (stores e4m3(acc*w)), reducer 1/s: must FAIL",
+           scale_mode="dropped", expect_parity=False),
 ]

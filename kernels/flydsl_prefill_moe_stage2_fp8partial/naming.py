@@ -7,6 +7,7 @@ evidence that the optimised arm really ran, and with which scale:
 side                   bf16 partial (baseline)           fp8 partial, scale ``s``
 =====================  ===============================  ================================
 stage-2 GEMM (Triton)  ``moe2_gemm_bf16``                ``moe2_gemm_pf8_s<hex>``
+stage-2 GEMM (Fly)     ``moe2_gemm_bf16``                ``moe2_gemm_cshuffle_pf8_s<hex>``
                                                          (or ``moe2_gemm_accf32`` feeding:)
 store epilogue (Fly)   ``moe2_store_bf16``               ``moe2_store_pf8_s<hex>``
 top-k reduce           ``moe_reduce_inbf16``             ``moe_reduce_infp8_s<hex>``
@@ -36,6 +37,7 @@ REDUCE_BF16 = "moe_reduce_inbf16"
 GEMM_ANY = r"moe2_(gemm|store)"
 REDUCE_ANY = r"moe_reduce"
 GEMM_PF8 = r"moe2_\w*pf8_s[0-9a-f]{8}"
+GEMM_CSHUFFLE_PF8 = r"^moe2_gemm_cshuffle_pf8_s[0-9a-f]{8}$"  # the fused FlyDSL GEMM (flydsl_stage2_gemm)
 REDUCE_INFP8 = r"moe_reduce_infp8_s[0-9a-f]{8}"
 _TAG = re.compile(r"(pf8|infp8)_s([0-9a-f]{8})(?![0-9a-f])")
 

@@ -23,22 +23,7 @@ differs from the producer's by 2x fails rel-L2 (outputs halve while cosine stays
 a 0.4 % mismatch passes every bound and is caught only by the scale tags in the kernel
 names (``check_kernel_names`` below, and the ``mismatched_scale`` candidate).
 
-Arms:
-
-=============  =========  ===================  ==========================================
-arm            role       platforms            kernels
-=============  =========  ===================  ==========================================
-triton_bf16    baseline   cuda, rocm, cpu      moe2_gemm_bf16 + moe_reduce_inbf16
-triton_fp8     reference  cuda, rocm, cpu      moe2_gemm_pf8_s<hex> + moe_reduce_infp8_s<hex>
-flydsl_bf16    ablation   rocm                 moe2_gemm_bf16 + moe_reduce_inbf16 (FlyDSL)
-flydsl_fp8     reference  rocm                 moe2_gemm_pf8_s<hex> + moe_reduce_infp8_s<hex>
-                                               (FlyDSL reduce)
-flydsl_fp8_    ablation   rocm                 moe2_gemm_accf32 + moe2_store_pf8_s<hex>
-epilogue                                       (FlyDSL store epilogue) + moe_reduce_infp8_s<hex>
-=============  =========  ===================  ==========================================
-
-``flydsl_fp8_epilogue`` runs the FlyDSL fp8 store epilogue on hardware (the GEMM hands it
-fp32 accumulator rows through memory): it exists for parity of that kernel, not speed.
+The arms: ``arms.ARMS``.
 
 On CPU the Triton arms run in Triton's interpreter (no environment variable needed; the
 kernels use interpreter-safe rounding there) and each kernel call is wrapped in a
@@ -65,9 +50,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from verifiers.problem import ArmSpec, EmulationSpec, ParitySpec, Problem, SegmentSpec, SignatureSpec
+from verifiers.problem import EmulationSpec, ParitySpec, Problem, SegmentSpec
 
 from skill_kernels.flydsl_prefill_moe_stage2_fp8partial import naming, oracle
+from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.arms import ARMS, FP8_SIGNATURE
 
 CARD_ID = "flydsl_prefill_moe_stage2_fp8partial"
 
@@ -96,65 +82,6 @@ PARITY = ParitySpec(
     max_abs_ratio=32.0,
     seeds=(0, 1, 2, 3),
 )
-
-BASELINE_SIGNATURE = SignatureSpec(
-    required=(rf"^{naming.GEMM_BF16}$", rf"^{naming.REDUCE_BF16}$"),
-    forbidden=(r"pf8", r"infp8"),
-    launches_per_iter=2,
-)
-FP8_SIGNATURE = SignatureSpec(
-    required=(naming.GEMM_PF8, naming.REDUCE_INFP8),
-    forbidden=(rf"^{naming.GEMM_BF16}$", naming.REDUCE_BF16, naming.STORE_BF16),
-    launches_per_iter=2,
-)
-
-ARMS = {
-    "triton_bf16": ArmSpec(
-        name="triton_bf16",
-        build="triton_arms:build_bf16",
-        role="baseline",
-        description="Triton grouped GEMM storing bf16 partials + Triton bf16 top-k reduce",
-        platforms=("cuda", "rocm", "cpu"),
-        signature=BASELINE_SIGNATURE,
-    ),
-    "triton_fp8": ArmSpec(
-        name="triton_fp8",
-        build="triton_arms:build_fp8",
-        role="reference",
-        description="Triton grouped GEMM storing e4m3(P*s) partials + Triton infp8 reduce (*1/s, sum)",
-        platforms=("cuda", "rocm", "cpu"),
-        signature=FP8_SIGNATURE,
-    ),
-    "flydsl_bf16": ArmSpec(
-        name="flydsl_bf16",
-        build="flydsl_arms:build_bf16",
-        role="ablation",
-        description="Triton GEMM storing bf16 partials + FlyDSL bf16 reduce (gfx950)",
-        platforms=("rocm",),
-        signature=BASELINE_SIGNATURE,
-    ),
-    "flydsl_fp8_epilogue": ArmSpec(
-        name="flydsl_fp8_epilogue",
-        build="flydsl_arms:build_fp8_epilogue",
-        role="ablation",
-        description="Triton GEMM -> fp32 rows, FlyDSL fp8 store epilogue (w, *s, e4m3 scatter), FlyDSL infp8 reduce",
-        platforms=("rocm",),
-        signature=SignatureSpec(
-            required=(rf"^{naming.GEMM_ACC}$", r"^moe2_store_pf8_s[0-9a-f]{8}$", naming.REDUCE_INFP8),
-            forbidden=(rf"^{naming.GEMM_BF16}$", naming.REDUCE_BF16, naming.STORE_BF16),
-            launches_per_iter=3,
-        ),
-    ),
-    "flydsl_fp8": ArmSpec(
-        name="flydsl_fp8",
-        build="flydsl_arms:build_fp8",
-        role="reference",
-        description="Triton GEMM storing e4m3(P*s) partials + FlyDSL infp8 reduce (gfx950)",
-        platforms=("rocm",),
-        signature=FP8_SIGNATURE,
-    ),
-}
-
 
 def _sign_flip(inputs: Mapping) -> dict:
     return {**inputs, "a2": -inputs["a2"]}
@@ -198,9 +125,10 @@ def oracle_at(values: Mapping, dims: Mapping[str, int], index: Mapping) -> dict:
     return {"out": (values["topk_weights"][t].double() * (a * w).sum(-1)).sum(-1)}
 
 
-# gfx950-emulated (FlyDSL arms on the emulator, CPU, parity only): the Triton stage-2 GEMM in
-# the interpreter and the FlyDSL reduce (and store epilogue) emulated, at the dims
-# gfx950_targets.EMULATED_ARMS compiles them for. One seed and the secret one.
+# gfx950-emulated (FlyDSL arms on the emulator, CPU, parity only): the fused FlyDSL GEMM and the
+# FlyDSL reduce emulated (the ablations: the Triton GEMM in the interpreter, the FlyDSL reduce
+# and store epilogue emulated), at the dims gfx950_targets.EMULATED_ARMS compiles them for.
+# One seed and the secret one.
 EMULATION = EmulationSpec(shapes=({"M": 24, "N": 96, "K": 64, "E": 8, "top_k": 2},), baseline="triton_bf16",
                           seeds=(0,))
 

@@ -97,9 +97,10 @@ def result(met: bool | None, detail: str, found: str | None = None, evidence: li
     return {"met": met, "detail": detail, "found": found, "evidence": list(evidence or [])[:10]}
 
 
-def _project_flydsl_arm(report) -> bool:  # noqa: ANN001
+def _project_flydsl_arm(report, only: "set[str] | None" = None) -> bool:  # noqa: ANN001
     """The report's candidate is one of the project's FlyDSL arms of its problem (an arm an
-    ``EmulatedArm`` that must pass stands for), not a CPU arm, a Triton arm or a rewrite."""
+    ``EmulatedArm`` that must pass stands for), not a CPU arm, a Triton arm or a rewrite;
+    with ``only``, one of those arms."""
     from verifiers.gfx950.targets import NoTargetsError, load_targets
 
     if not report.candidate.startswith("arm:"):
@@ -108,7 +109,8 @@ def _project_flydsl_arm(report) -> bool:  # noqa: ANN001
         arms = {a.arm for a in load_targets(report.problem).emulated if a.expect_parity}
     except (NoTargetsError, ImportError, ValueError, TypeError):
         return False
-    return report.candidate[4:] in arms
+    name = report.candidate[4:]
+    return name in arms and (only is None or name in only)
 
 
 def _parity_held(report) -> bool:  # noqa: ANN001
@@ -130,14 +132,20 @@ def _gfx950_hardware(report) -> bool:  # noqa: ANN001 - verifiers.report.Verific
     return prov.platform == "rocm" and str(prov.device_properties.get("gcnArchName", "")).startswith("gfx950")
 
 
-def reference_kernel_evidence(ctx) -> tuple[bool, str, list[str]]:  # noqa: ANN001 - ProbeContext
+def reference_kernel_evidence(ctx, arms: "set[str] | None" = None,  # noqa: ANN001 - ProbeContext
+                              gate_targets: "str | None" = None) -> tuple[bool, str, list[str]]:
     """Whether this box can run the card's recipe with the project's own reference kernel:
     its FlyDSL arm passed parity on a real gfx950 device in this run, or it passed its
     static gfx950 gates *and* its parity on the gfx950 emulator (``gfx950-emulated``).
+
+    arms: the problem arms that are the capability (None: any FlyDSL arm of the problem);
+    gate_targets: a regex over gate target names, at least one of which must have run and
+    passed (None: the folder's gates as a whole). A capability about one kernel names both,
+    so a run of another of the card's FlyDSL arms is no evidence for it.
     Returns (met, detail, evidence); the detail names what is missing when not met."""
     from verifiers.gfx950.emulator.verifier_arms import toolchain_problem
 
-    runs = [r for r in ctx.verifier_reports if r.card_id == ctx.card_id and _project_flydsl_arm(r)]
+    runs = [r for r in ctx.verifier_reports if r.card_id == ctx.card_id and _project_flydsl_arm(r, arms)]
     for r in runs:
         if _gfx950_hardware(r) and _parity_held(r):
             return True, (f"the project's reference kernel ({r.candidate}) passed parity on this gfx950 device "
@@ -154,8 +162,11 @@ def reference_kernel_evidence(ctx) -> tuple[bool, str, list[str]]:  # noqa: ANN0
         why.append("its static gfx950 gates did not run in this run")
     elif gate_fail:
         why.append(f"its static gfx950 gates fail ({', '.join(gate_fail)})")
+    elif gate_targets is not None and not any(re.search(gate_targets, g.target) and g.status == "PASS" for g in gated):
+        why.append(f"no gate target matching {gate_targets!r} passed in this run")
     if not emulated:
-        why.append("its gfx950-emulated parity did not run in this run")
+        which = f" ({', '.join(f'arm:{a}' for a in sorted(arms))})" if arms else ""
+        why.append(f"its gfx950-emulated parity{which} did not run in this run")
     else:
         bad = [r for r in emulated if not _parity_held(r)]
         if bad:

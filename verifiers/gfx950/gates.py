@@ -9,7 +9,7 @@ every target a folder declares (cached) and gates each one; it is what
 
 Gate names (stable: used in ``CompileTarget.expect_fail`` and in reports):
 ``compiled``, ``required``, ``forbidden``, ``required_ir``, ``forbidden_ir``, ``scaled_mfma``,
-``fp32_promote``, ``scratch``, ``vgpr``, ``agpr``, ``lds``, ``occupancy``.
+``fp32_promote``, ``promote_cluster``, ``scratch``, ``vgpr``, ``agpr``, ``lds``, ``occupancy``.
 
 A stage that could not run (flydsl or ld.lld missing) yields a SKIPPED report with the
 reason, never a PASS.
@@ -38,6 +38,7 @@ GATE_NAMES = (
     "forbidden_ir",
     "scaled_mfma",
     "fp32_promote",
+    "promote_cluster",
     "scratch",
     "vgpr",
     "agpr",
@@ -67,6 +68,11 @@ class GateSpec(BaseModel):
       ``llvm.fma``; and in the ISA the fp32 FMAs write at least 2 values per fp8 MFMA
       (a 16x16 MFMA leaves 4 per lane; an epilogue-only scale leaves far fewer).
     promote_max_chain: see require_fp32_promote.
+    promote_cluster: fp8 MFMAs one wave issues per K iteration (None: unchecked). The ISA's
+      fp8 MFMAs, in program order, are split into groups of that many; no fp32 promote
+      instruction (``v_[pk_]fma/fmac/mul_f32``) may lie between the first and the last MFMA
+      of a group (the ``cluster`` schedule: every promote after the iteration's last MFMA),
+      and the MFMA count must be a whole number of groups.
     max_scratch_bytes: private segment bytes allowed (0: no spills, no stack).
     max_vgpr / max_agpr: architected VGPR / AccVGPR budgets (None: unchecked).
     max_lds_bytes: static LDS per workgroup budget (None: unchecked).
@@ -85,6 +91,7 @@ class GateSpec(BaseModel):
     scaled_mfma: Literal["forbidden", "pinned", "real", "any"] = "any"
     require_fp32_promote: bool = False
     promote_max_chain: int = 1
+    promote_cluster: int | None = None
     max_scratch_bytes: int = 0
     max_vgpr: int | None = None
     max_agpr: int | None = None
@@ -279,6 +286,14 @@ def _gate_kernel(k: "KernelArtifacts", spec: GateSpec) -> list[GateResult]:
                 f"(need >= {2 * p.isa_fp8_mfma})"
             )
             out.append(_result("fp32_promote", ok, tag + detail, p.unpromoted))
+
+    if spec.promote_cluster is not None:
+        c = _isa.promote_clusters(body, spec.promote_cluster)
+        whole = c.fp8_mfma > 0 and c.fp8_mfma % spec.promote_cluster == 0
+        detail = (f"{c.fp8_mfma} fp8 MFMAs = {c.iterations} K iterations of {spec.promote_cluster}"
+                  + ("" if whole else " (not a whole number of iterations)")
+                  + f"; {c.interleaved_count} fp32 promote instructions between MFMAs of one iteration")
+        out.append(_result("promote_cluster", whole and not c.interleaved_count, tag + detail, c.interleaved))
 
     # resources
     scratch = _isa.scratch_instructions(body)

@@ -416,6 +416,40 @@ def promote_summary(ir: str, isa: str = "") -> PromoteSummary:  # noqa: C901 - o
     )
 
 
+class ClusterSummary(BaseModel):
+    """Where the fp32 promote sits relative to the fp8 MFMAs of each K iteration (ISA)."""
+
+    fp8_mfma: int  # fp8 MFMA instructions in program order
+    per_iteration: int  # MFMAs one K iteration issues (the group size)
+    iterations: int  # complete groups
+    interleaved: list[str] = []  # "iteration i: <promote line> between MFMA a and b" samples
+    interleaved_count: int = 0
+
+
+#: fp32 arithmetic a software promote is made of (partial * s_b, then fma with s_a)
+PROMOTE_OP = re.compile(r"^v_(pk_)?(fma|fmac|fmamk|fmaak|mul)_f32\b")
+
+
+def promote_clusters(text: str, per_iteration: int) -> ClusterSummary:
+    """Split the fp8 MFMAs (program order) into K iterations of ``per_iteration`` each and
+    list every fp32 promote instruction that lies between the first and the last MFMA of
+    one iteration. A ``cluster`` schedule has none; promoting each quadrant right after its
+    own MFMAs puts them between MFMAs of the same iteration. A count that is not a multiple
+    of ``per_iteration`` is reported as such (the grouping would be meaningless)."""
+    ins = instructions(text)
+    mfma_idx = [i for i, (_, line) in enumerate(ins) if FP8_MFMA.match(line)]
+    iterations = len(mfma_idx) // per_iteration if per_iteration > 0 else 0
+    found = []
+    for it in range(iterations):
+        lo, hi = mfma_idx[it * per_iteration], mfma_idx[(it + 1) * per_iteration - 1]
+        for i in range(lo + 1, hi):
+            n, line = ins[i]
+            if PROMOTE_OP.match(line):
+                found.append(f"iteration {it}: {n}: {line}")
+    return ClusterSummary(fp8_mfma=len(mfma_idx), per_iteration=per_iteration, iterations=iterations,
+                          interleaved=found[:8], interleaved_count=len(found))
+
+
 def first(items: Iterable[str], n: int = 8) -> list[str]:
     """At most ``n`` items (evidence lists stay short)."""
     out = []
