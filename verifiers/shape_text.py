@@ -57,12 +57,13 @@ def parse_shape_text(text: object, dim_names: Sequence[str] | None = None) -> di
             unknown = [k for k in dims if k not in names]
             missing = [n for n in names if n not in dims]
             if unknown or missing:
-                what = f"unknown {', '.join(unknown)}" if unknown else f"missing {', '.join(missing)}"
+                what = f"unknown dimension {', '.join(unknown)}" if unknown else f"missing {', '.join(missing)}"
                 raise ShapeTextError(f"shape {shown!r}: {what}; {expected_form(names)}")
         return dims
     parts = _POSITIONAL_SEP.split(body)
     if len(parts) != len(names) or any(not p for p in parts):
-        why = "stray separator" if any(not p for p in parts) else f"{len(parts)} values"
+        why = "stray separator" if any(not p for p in parts) else \
+            f"{len(parts)} value{'s' if len(parts) != 1 else ''} (expected {len(names)} values)"
         raise ShapeTextError(f"shape {shown!r}: {why}; {expected_form(names)}")
     return {n: _value(p, n, shown, names) for n, p in zip(names, parts)}
 
@@ -73,7 +74,7 @@ def _named(body: str, shown: str, names: tuple[str, ...]) -> dict[str, int]:
         key, sep, value = part.partition("=")
         key = key.strip()
         if not sep or not _NAME.fullmatch(key):
-            raise ShapeTextError(f"shape {shown!r}: {part[:40]!r} is not name=value; {expected_form(names)}")
+            raise ShapeTextError(f"shape {shown!r}: {part[:40]!r} is not a name=value pair; {expected_form(names)}")
         if key in dims:
             raise ShapeTextError(f"shape {shown!r}: {key} given twice; {expected_form(names)}")
         dims[key] = _value(value, key, shown, names)
@@ -107,7 +108,7 @@ def shape_dims(value: object, dim_names: Sequence[str] = GEMM_DIMS) -> dict[str,
     unknown = [str(k)[:20] for k, _ in items if k not in names]
     missing = [n for n in names if n not in dict(items)]
     if unknown or missing:
-        what = f"unknown {', '.join(unknown)}" if unknown else f"missing {', '.join(missing)}"
+        what = f"unknown dimension {', '.join(unknown)}" if unknown else f"missing {', '.join(missing)}"
         raise ShapeTextError(f"shape: {what}; {expected_form(names)}")
     out: dict[str, int] = {}
     for k, v in items:
