@@ -4,9 +4,10 @@ the MCP tools, the ledger, the verifiers) reads shape text through ``parse_shape
 Spellings accepted, the same everywhere:
 
 - positional: ``4096x2048x7168`` (``x``, ``X``, ``×`` or ``*`` between the values, or
-  commas / spaces), one value per dimension in order (M, N, K unless the problem says
-  otherwise);
-- named: ``M=4096,N=2048,K=7168`` (``,``, ``;`` or spaces between the pairs).
+  commas / spaces; ``(4096, 2048, 7168)`` too), one value per dimension in order (M, N, K
+  unless the problem says otherwise);
+- named: ``M=4096,N=2048,K=7168`` (``,``, ``;`` or spaces between the pairs, spaces around
+  ``=`` allowed).
 
 Every value is a positive decimal integer (ASCII digits) up to ``MAX_SHAPE_DIM``. Anything
 else (an empty value such as the trailing ``x`` of ``4096x2048x7168x``, a sign, a fraction,
@@ -25,6 +26,7 @@ _POSITIONAL_SEP = re.compile(r"\s*[xX×*,]\s*|\s+")
 _PAIR_SEP = re.compile(r"\s*[,;]\s*|\s+")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
 _DIGITS = re.compile(r"[0-9]+")
+_AROUND_EQUALS = re.compile(r"\s*=\s*")
 
 
 class ShapeTextError(ValueError):
@@ -49,6 +51,9 @@ def parse_shape_text(text: object, dim_names: Sequence[str] | None = None) -> di
         raise ShapeTextError(f"shape of type {type(text).__name__}: {expected_form(names)}")
     body = text.strip()
     shown = body[:80]
+    if len(body) > 1 and (body[0], body[-1]) in (("(", ")"), ("[", "]")):  # (4096, 2048, 7168)
+        body = body[1:-1].strip()
+    body = _AROUND_EQUALS.sub("=", body)  # M = 4096
     if not body:
         raise ShapeTextError(f"shape is empty: {expected_form(names)}")
     if "=" in body:
