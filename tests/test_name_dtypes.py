@@ -32,6 +32,14 @@ REAL_NAMES = {
     "device_gemm_xdl_universal_f16_f8_f16_mk_kn_mn_comp_default_instances": (("fp16", E4M3), "fp16"),
     # CK device symbol: template arguments <layouts..., ADataType, AScale, BDataType, ...>
     CK_SYMBOL: ((E4M3,), None),
+    # ck_tile symbols: <..., ...PipelineProblem<ADataType, BDataType, AccDataType, ...>
+    ("void ck_tile::kentry<1, ck_tile::GemmKernel<ck_tile::GemmTile1DPartitioner<ck_tile::TileGemmShape<"
+     "ck_tile::sequence<256, 256, 128> > >, ck_tile::GemmPipelineAgBgCrCompV3<ck_tile::UniversalGemmPipelineProblem<"
+     "ck_tile::fp8_t, ck_tile::fp8_t, float, ck_tile::TileGemmShape<ck_tile::sequence<256, 256, 128> > > > > >"
+     "(ck_tile::GemmKernelArgs)"): ((E4M3,), None),
+    ("void ck_tile::kentry<2, ck_tile::MoeFlatmmKernel<ck_tile::GemmSpatiallyLocalTilePartitioner<int>, "
+     "ck_tile::F16xMXF4FlatmmPipelineAGmemBGmemCRegV1<ck_tile::F16xMXF4FlatmmPipelineProblem<std::bfloat16_t, "
+     "ck_tile::pk_float4_e2m1_t, float, ck_tile::TileGemmShape<int> > > > >(int)"): (("bf16", "fp4_e2m1"), None),
     # torch ATen's rowwise grouped mm, FBGEMM's glued <A><B><out>
     "_f8_f8_bf16_rowwise_grouped_mm_cuda": ((E4M3,), "bf16"),
     "f8f8bf16_blockwise_impl": ((E4M3,), "bf16"),
@@ -44,6 +52,7 @@ REAL_NAMES = {
     "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT64x16x128_MI16x16x1": (("bf16",), "bf16"),
     "Cijk_Alik_Bljk_BSS_BH_Bias_S_HA_S_SAV_UserArgs_MT16x16x1024_MI16x16x1_SN_LDSB1": (("bf16",), "fp32"),
     "Cijk_Ailk_Bjlk_SB_MT64x64x8_SN_1LDSB0_APM1": (("fp32",), None),
+    "gemm_blockscale_e4m3_e4m3_bf16_256x128x128": ((E4M3,), "bf16"),
     # cuBLASLt nvjet (<A><B><C><compute><D> or <AB><compute><D>) and xmma (<A><C>_<B><compute>)
     "nvjet_sm90_qqtst_128x128_128x6_1x2_h_bz_ovscale_TNT": ((E4M3,), "bf16"),
     "nvjet_sm90_tst_256x160_64x4_1x2_h_bz_coopA_NNT": (("bf16",), "bf16"),

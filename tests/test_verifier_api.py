@@ -113,7 +113,7 @@ def test_cli_arguments_reject_bad_input_before_any_process():
     parser = argparse.ArgumentParser()
     add_verify_arguments(parser)
     for argv, message in (
-        (["--candidate", HONEST, "--shape", "32x32"], "expected MxNxK"),
+        (["--candidate", HONEST, "--shape", "32x32"], "expected 3 values"),
         (["--candidate", HONEST, "--shape", "32x32x32x"], "stray separator; expected MxNxK"),
         (["--candidate", "no_function_given.py"], "expected FILE.py:FUNCTION"),
         (["--candidate", HONEST, "--baseline", "nope"], "no arm 'nope'"),

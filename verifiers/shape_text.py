@@ -4,9 +4,10 @@ the MCP tools, the ledger, the verifiers) reads shape text through ``parse_shape
 Spellings accepted, the same everywhere:
 
 - positional: ``4096x2048x7168`` (``x``, ``X``, ``×`` or ``*`` between the values, or
-  commas / spaces), one value per dimension in order (M, N, K unless the problem says
-  otherwise);
-- named: ``M=4096,N=2048,K=7168`` (``,``, ``;`` or spaces between the pairs).
+  commas / spaces; ``(4096, 2048, 7168)`` too), one value per dimension in order (M, N, K
+  unless the problem says otherwise);
+- named: ``M=4096,N=2048,K=7168`` (``,``, ``;`` or spaces between the pairs, spaces around
+  ``=`` allowed).
 
 Every value is a positive decimal integer (ASCII digits) up to ``MAX_SHAPE_DIM``. Anything
 else (an empty value such as the trailing ``x`` of ``4096x2048x7168x``, a sign, a fraction,
@@ -25,6 +26,7 @@ _POSITIONAL_SEP = re.compile(r"\s*[xX×*,]\s*|\s+")
 _PAIR_SEP = re.compile(r"\s*[,;]\s*|\s+")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
 _DIGITS = re.compile(r"[0-9]+")
+_AROUND_EQUALS = re.compile(r"\s*=\s*")
 
 
 class ShapeTextError(ValueError):
@@ -49,6 +51,9 @@ def parse_shape_text(text: object, dim_names: Sequence[str] | None = None) -> di
         raise ShapeTextError(f"shape of type {type(text).__name__}: {expected_form(names)}")
     body = text.strip()
     shown = body[:80]
+    if len(body) > 1 and (body[0], body[-1]) in (("(", ")"), ("[", "]")):  # (4096, 2048, 7168)
+        body = body[1:-1].strip()
+    body = _AROUND_EQUALS.sub("=", body)  # M = 4096
     if not body:
         raise ShapeTextError(f"shape is empty: {expected_form(names)}")
     if "=" in body:
@@ -57,12 +62,13 @@ def parse_shape_text(text: object, dim_names: Sequence[str] | None = None) -> di
             unknown = [k for k in dims if k not in names]
             missing = [n for n in names if n not in dims]
             if unknown or missing:
-                what = f"unknown {', '.join(unknown)}" if unknown else f"missing {', '.join(missing)}"
+                what = f"unknown dimension {', '.join(unknown)}" if unknown else f"missing {', '.join(missing)}"
                 raise ShapeTextError(f"shape {shown!r}: {what}; {expected_form(names)}")
         return dims
     parts = _POSITIONAL_SEP.split(body)
     if len(parts) != len(names) or any(not p for p in parts):
-        why = "stray separator" if any(not p for p in parts) else f"{len(parts)} values"
+        why = "stray separator" if any(not p for p in parts) else \
+            f"{len(parts)} value{'s' if len(parts) != 1 else ''} (expected {len(names)} values)"
         raise ShapeTextError(f"shape {shown!r}: {why}; {expected_form(names)}")
     return {n: _value(p, n, shown, names) for n, p in zip(names, parts)}
 
@@ -73,7 +79,7 @@ def _named(body: str, shown: str, names: tuple[str, ...]) -> dict[str, int]:
         key, sep, value = part.partition("=")
         key = key.strip()
         if not sep or not _NAME.fullmatch(key):
-            raise ShapeTextError(f"shape {shown!r}: {part[:40]!r} is not name=value; {expected_form(names)}")
+            raise ShapeTextError(f"shape {shown!r}: {part[:40]!r} is not a name=value pair; {expected_form(names)}")
         if key in dims:
             raise ShapeTextError(f"shape {shown!r}: {key} given twice; {expected_form(names)}")
         dims[key] = _value(value, key, shown, names)
@@ -107,7 +113,7 @@ def shape_dims(value: object, dim_names: Sequence[str] = GEMM_DIMS) -> dict[str,
     unknown = [str(k)[:20] for k, _ in items if k not in names]
     missing = [n for n in names if n not in dict(items)]
     if unknown or missing:
-        what = f"unknown {', '.join(unknown)}" if unknown else f"missing {', '.join(missing)}"
+        what = f"unknown dimension {', '.join(unknown)}" if unknown else f"missing {', '.join(missing)}"
         raise ShapeTextError(f"shape: {what}; {expected_form(names)}")
     out: dict[str, int] = {}
     for k, v in items:

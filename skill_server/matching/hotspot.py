@@ -54,17 +54,26 @@ class GemmShape(BaseModel):
 
 
 def _shape_in(v: object) -> object:
-    """Any shape spelling a front end accepts -> GemmShape, through the one parser."""
-    if v is None or isinstance(v, GemmShape):
+    """Shape text or a [M, N, K] list -> GemmShape, through the one parser. A mapping is left to
+    GemmShape's own validation, whose errors name the field (``hotspot.shape.M``)."""
+    if not isinstance(v, (str, list, tuple)):
         return v
     from skill_server.cards.shapes import parse_gemm_shape
 
     return parse_gemm_shape(v)  # a ShapeTextError (ValueError) names the expected form
 
 
+def _also_text(schema: dict) -> None:
+    """The schema says what the validator takes: {M, N, K} or shape text."""
+    options = schema.get("anyOf")
+    if isinstance(options, list) and {"type": "string"} not in options:
+        options.insert(1, {"type": "string"})
+
+
 # A shape argument of any front end: "4096x2048x7168", "M=4096,N=2048,K=7168", {M, N, K} or
-# [M, N, K]; always a GemmShape (or None) once validated. The schema says object or string.
-ShapeIn = Annotated[GemmShape | str | None, BeforeValidator(_shape_in)]
+# [M, N, K]; always a GemmShape (or None) once validated. Validated as GemmShape, so an error
+# names the field (hotspot.shape.M); the schema says object or string.
+ShapeIn = Annotated[GemmShape | None, BeforeValidator(_shape_in), Field(json_schema_extra=_also_text)]
 
 
 class Hotspot(BaseModel):
