@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 # the one shape parser (standard library only, shared with the verifiers)
 from verifiers.shape_text import MAX_SHAPE_DIM, ShapeTextError, parse_shape_text, shape_dims  # noqa: F401
@@ -25,12 +26,45 @@ OUT_BYTES = 2  # bf16 output, as every GEMM card here writes
 SCALE_BLOCK_K = 128  # K tile of the block-scale promote
 
 
-def parse_gemm_shape(value):
+MAX_DIM = 2**31 - 1  # GEMM dims index int32 ranges on every backend here
+
+
+def _bounded_dim(v: int) -> int:
+    if v > MAX_DIM:
+        raise ValueError(f"a GEMM dimension is at most {MAX_DIM} (int32), got a {len(str(v))}-digit number")
+    return v
+
+
+Dim = Annotated[int, Field(gt=0), AfterValidator(_bounded_dim)]
+
+
+def _untitled(schema: dict) -> None:
+    """Drop the titles pydantic derives from field names and the class docstring: the tools'
+    schema is context an agent pays for on every session (docs/mcp.md), and the names and
+    the tool's own description say the same."""
+    schema.pop("description", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+
+
+class GemmShape(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=_untitled)
+    M: Dim
+    N: Dim
+    K: Dim
+    # grouped GEMMs (MoE experts): M counts the rows of all groups; set by profile ingestion,
+    # left out of the tools' input schema (agents give M, N, K)
+    groups: SkipJsonSchema[Annotated[int, Field(gt=0, le=MAX_DIM)] | None] = None
+
+    def __str__(self) -> str:
+        text = f"{self.M}x{self.N}x{self.K}"
+        return text if self.groups is None else f"{text} ({self.groups} groups)"
+
+
+def parse_gemm_shape(value: object) -> GemmShape:
     """A ``hotspot.GemmShape`` from one (returned as is), a dict {M, N, K}, a list [M, N, K] or
     shape text: every front end's GEMM shape goes through here (and so through the one
     parser, ``verifiers.shape_text``)."""
-    from skill_server.matching.hotspot import GemmShape
-
     if isinstance(value, GemmShape):
         return value
     if isinstance(value, dict) and "groups" in value:

@@ -6,11 +6,12 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from skill_server.cards.shapes import MAX_DIM, GemmShape, _untitled, parse_gemm_shape  # noqa: F401 - GemmShape is part of the hotspot model
+
 # Caps that keep one match bounded (issue 13): a kernel name longer than 4 KB is not a
 # name a profiler prints, and every criterion scans the names once.
 MAX_NAME_CHARS = 4096
 MAX_SEGMENT_KERNELS = 64
-MAX_DIM = 2**31 - 1  # GEMM dims index int32 ranges on every backend here
 
 def _bounded_name(v: str) -> str:
     if len(v) > MAX_NAME_CHARS:
@@ -18,39 +19,9 @@ def _bounded_name(v: str) -> str:
     return v
 
 
-def _bounded_dim(v: int) -> int:
-    if v > MAX_DIM:
-        raise ValueError(f"a GEMM dimension is at most {MAX_DIM} (int32), got a {len(str(v))}-digit number")
-    return v
-
-
 # bounds checked by validators rather than schema constraints: the same refusal, fewer
 # characters in the tools' schema that every agent session pays for
 Name = Annotated[str, Field(min_length=1), AfterValidator(_bounded_name)]
-Dim = Annotated[int, Field(gt=0), AfterValidator(_bounded_dim)]
-
-
-def _untitled(schema: dict) -> None:
-    """Drop the titles pydantic derives from field names and the class docstring: the tools'
-    schema is context an agent pays for on every session (docs/mcp.md), and the names and
-    the tool's own description say the same."""
-    schema.pop("description", None)
-    for prop in schema.get("properties", {}).values():
-        prop.pop("title", None)
-
-
-class GemmShape(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=_untitled)
-    M: Dim
-    N: Dim
-    K: Dim
-    # grouped GEMMs (MoE experts): M counts the rows of all groups; set by profile ingestion,
-    # left out of the tools' input schema (agents give M, N, K)
-    groups: SkipJsonSchema[Annotated[int, Field(gt=0, le=MAX_DIM)] | None] = None
-
-    def __str__(self) -> str:
-        text = f"{self.M}x{self.N}x{self.K}"
-        return text if self.groups is None else f"{text} ({self.groups} groups)"
 
 
 def _shape_in(v: object) -> object:
@@ -58,8 +29,6 @@ def _shape_in(v: object) -> object:
     GemmShape's own validation, whose errors name the field (``hotspot.shape.M``)."""
     if not isinstance(v, (str, list, tuple)):
         return v
-    from skill_server.cards.shapes import parse_gemm_shape
-
     return parse_gemm_shape(v)  # a ShapeTextError (ValueError) names the expected form
 
 
