@@ -1,6 +1,6 @@
 """The stages of a card's re-verification and how they decide its status.
 
-- gates: the static gfx950 gates (``verifiers.gfx950.gates.check_kernel``) where FlyDSL
+- gates: the static gfx950 gates (``verifiers.gfx950.check.check_kernel``) where FlyDSL
   and an ld.lld for gfx950 are present and the card's kernel folder declares targets;
 - verifier: the card's reference arm against its baseline on the card's verifier shapes
   (``verifiers.api.verify``); on a box without a GPU not applicable (never a pass);
@@ -30,7 +30,7 @@ VerifierRunner = Callable[..., Any]
 
 
 def default_gate_runner(folder: str) -> list[Any]:
-    from verifiers.gfx950.gates import check_kernel
+    from verifiers.gfx950.check import check_kernel
 
     return check_kernel(folder)
 

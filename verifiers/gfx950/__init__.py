@@ -13,7 +13,7 @@ Public API (kernel folders and the CLI code against this)::
 
 Modules: ``targets`` (CompileTarget, target discovery), ``env`` (compile-only environment),
 ``compile`` (subprocess compile + disk cache -> CompileArtifacts), ``isa`` (ISA / IR parsing),
-``gates`` (GateSpec, run_gates, GateReport, check_kernel).
+``gates`` (GateSpec, run_gates, GateReport), ``check`` (check_kernel: targets + compile + gates).
 
 Importing this package imports neither torch nor flydsl.
 """
@@ -22,12 +22,12 @@ from verifiers.gfx950.gates import (
     GateResult,
     GateSpec,
     Occupancy,
-    check_kernel,
     run_gates,
 )
 from verifiers.gfx950.isa import KernelArtifacts, KernelResources
 from verifiers.gfx950.compile import CompileArtifacts, compile_target, compile_targets
 from verifiers.gfx950.targets import CompileTarget, EmulatedArm, emulation_kernel, load_targets
+from verifiers.gfx950.check import check_kernel
 
 __all__ = [
     "CompileArtifacts",

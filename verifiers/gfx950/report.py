@@ -14,7 +14,8 @@ import json
 import sys
 from typing import TextIO
 
-from verifiers.gfx950.gates import GateReport, check_kernel
+from verifiers.gfx950.check import check_kernel
+from verifiers.gfx950.gates import GateReport
 from verifiers.gfx950.targets import NoTargetsError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SKIPPED = 0, 1, 2, 3

@@ -106,7 +106,8 @@ class Judge:
         """Fork an arm process from the zygote (torch is loaded there already) with a fresh
         bytecode prefix (empty, or links to ``template``); ``greet`` gives it its code."""
         from verifiers.arms.handle import ArmFailure, ArmHandle
-        from verifiers.judge.session import Arm, Blame
+        from verifiers.judge.blame import Blame
+        from verifiers.judge.session import Arm
 
         prefix = (self.prefix_copy(template) if template is not None
                   else Path(tempfile.mkdtemp(prefix="verifier-pycache-", dir=self.tmp)))
@@ -138,7 +139,7 @@ class Judge:
     def _sandboxed(self, handle: Any, required: bool) -> None:
         """Keep what confined the arm; an unconfined arm is refused when the operator says so."""
         from verifiers.arms.sandbox import SandboxStatus
-        from verifiers.judge.session import Blame
+        from verifiers.judge.blame import Blame
 
         status = SandboxStatus.model_validate(handle.sandbox or {"reason": "the arm reported no sandbox"})
         if not status.active and self.sandbox.active:
@@ -150,7 +151,7 @@ class Judge:
 
     def greet(self, arm: Any, role: str, builder: dict[str, Any], profile: bool) -> Any:
         from verifiers.arms.handle import ArmFailure
-        from verifiers.judge.session import Blame
+        from verifiers.judge.blame import Blame
 
         self.watch.add(arm)
         device = "cpu" if role == "probe" else str(self.device.torch_device)  # a probe only imports
@@ -312,7 +313,7 @@ class Judge:
         self.writer.send("bytecode", {"prefixes": out})
 
     def _verify(self) -> None:
-        from verifiers.judge.session import Blame
+        from verifiers.judge.blame import Blame
 
         opts = self.options
         base_builder = {"kind": "arm", "target": self.base_arm.name, "function": None}
@@ -417,7 +418,7 @@ class Judge:
         return {"kind": kind, "target": target, "function": s.function}
 
     def _probe(self) -> str | None:
-        from verifiers.judge.session import Blame
+        from verifiers.judge.blame import Blame
 
         try:
             arm = self.start_arm(f"candidate {self.spec.label} (probe)", "probe", False, self._builder(), False)
@@ -445,7 +446,8 @@ class Judge:
         import torch
 
         from verifiers.judge.parity import baseline_ref, candidate_case, plan_for, summarize
-        from verifiers.judge.session import Blame, Session
+        from verifiers.judge.blame import Blame
+        from verifiers.judge.session import Session
 
         opts = self.options
         deadline = time.monotonic() + opts.time_limit_s
@@ -500,7 +502,7 @@ class Judge:
 
     def _candidate_phase(self, label, hidden_labels, sessions, plans, refs, cand, solo, timing_stage, gen, t) -> None:
         from verifiers.judge.parity import candidate_case, summarize
-        from verifiers.judge.session import Blame
+        from verifiers.judge.blame import Blame
 
         opts = self.options
         cases: dict[str, list] = {lbl: [] for lbl in [label] + hidden_labels}
@@ -552,7 +554,7 @@ class Judge:
 
     def _profile(self, label: str, session: Any, cand: Any, gen: Any) -> None:
         from verifiers.judge.profiling import candidate_signature, judge_traces, profile
-        from verifiers.judge.session import Blame
+        from verifiers.judge.blame import Blame
 
         t = time.perf_counter()
         self.progress.step(f"{label}: profiling both arms (outside the timed loop)")
@@ -580,7 +582,7 @@ class Judge:
 
     def _timing(self, label: str, stage: Any, solo: Any, cand: Any) -> None:
         from verifiers.hw import bounds
-        from verifiers.judge.session import Blame
+        from verifiers.judge.blame import Blame
 
         t = time.perf_counter()
         opts = self.options

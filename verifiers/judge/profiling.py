@@ -38,7 +38,7 @@ WARM_CALLS = 2
 def profile(session: "Session", arm: "Arm", calls: int, rtol: float, atol: float,
             generator: "torch.Generator") -> list[KernelRecord]:
     """``calls`` checked, profiled calls of ``arm``; its kernel records (names normalised)."""
-    from verifiers.judge.session import Blame
+    from verifiers.judge.blame import Blame
 
     bound = session.bind(arm, session.values_for(session.fresh_seed()))
     pool = checks.SampleChecks(rtol, atol)

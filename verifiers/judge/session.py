@@ -22,6 +22,7 @@ from verifiers.ipc import shared_buffers as shared
 from verifiers.judge import tensors
 from verifiers.arms.handle import ArmFailure, ArmHandle
 from verifiers.hw.device import Device, Flusher
+from verifiers.judge.blame import Blame
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -45,20 +46,6 @@ class Arm:
     def new_id(self) -> str:
         self.next_id += 1
         return f"s{self.next_id}"
-
-
-class Blame(Exception):
-    """Something went wrong that is someone's fault: the candidate (FAIL), or a trusted
-    arm, the problem or the harness (ERROR)."""
-
-    def __init__(self, reason: str, arm: Arm | None = None, candidate: bool | None = None) -> None:
-        super().__init__(reason)
-        self.reason, self.arm = reason, arm
-        self.candidate = candidate if candidate is not None else (arm is not None and not arm.trusted)
-
-    @property
-    def status(self) -> str:
-        return "FAIL" if self.candidate else "ERROR"
 
 
 @dataclass

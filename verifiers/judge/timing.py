@@ -366,7 +366,7 @@ class TimingStage:
         return calls
 
     def _check(self, t: TimedArm) -> None:
-        from verifiers.judge.session import Blame
+        from verifiers.judge.blame import Blame
 
         records, t.pending = t.pending, []
         for record in records:
@@ -404,7 +404,7 @@ class TimingStage:
         return calls
 
     def _collect(self, t: TimedArm, calls: list["CallTiming"]) -> None:
-        from verifiers.judge.session import Blame
+        from verifiers.judge.blame import Blame
 
         ms = self.s.request(t.arm, {"op": "times"}, 30.0).get("ms")
         if (not isinstance(ms, list) or len(ms) != len(calls)
@@ -530,7 +530,7 @@ class TimingStage:
     def _open_links(self, arms: list["Arm"]) -> None:
         """The chained protocol needs each arm to open its events; where the baselines cannot
         (a runtime or confinement without interprocess events) every arm is timed per call."""
-        from verifiers.judge.session import Blame
+        from verifiers.judge.blame import Blame
 
         if not self.device_ordered:
             return
