@@ -67,7 +67,9 @@ def test_emulated_problem_view_is_the_lean_plan():
         p = for_platform(base, "gfx950-emulated")
         assert p.parity.seeds == (0,) and not p.perturbations
         assert p.shapes == base.emulation.shapes and p.hidden_shapes == base.emulation.hidden_shapes
-        assert for_platform(base, "cpu") is base
+        on_cpu = for_platform(base, "cpu")  # the problem itself, with its CPU-sized hidden shapes if it has them
+        assert on_cpu.shapes == base.shapes and on_cpu.parity == base.parity
+        assert on_cpu.hidden_shapes == (tuple(base.cpu_hidden_shapes) or base.hidden_shapes)
         assert "cpu" in base.arm(base.emulation.baseline).platforms
 
 
