@@ -323,7 +323,7 @@ def table(results: dict[str, Any]) -> str:
         lines.append(f"| A/A half-width median / max ({len(hw)} of {len(aa)} timed) | {_pct(med)} / {_pct(mx)} | "
                      f"<= 0.30 % / <= 0.60 % | {_met(med is not None and med <= GOALS['aa_hw_median'] and mx <= GOALS['aa_hw_max'])} |")
         xs = [(_first(r)["cross_ci"][1] - _first(r)["cross_ci"][0]) / 2 for r in aa if _first(r).get("cross_ci")]
-        late = [sum((_first(r).get("late_calls") or {}).values()) for r in aa if _first(r).get("late_calls") is not None]
+        late = [sum((_first(r).get("late_calls") or {}).values()) for r in aa if _first(r).get("protocol") == "gated"]
         lines.append(f"| A/A on the judge's own clock: half-width median / max | "
                      f"{_pct(statistics.median(xs) if xs else None)} / {_pct(max(xs) if xs else None)} | "
                      f"(both clocks must agree for a verdict) | |")

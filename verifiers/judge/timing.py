@@ -757,10 +757,15 @@ class TimingStage:
         # work the arm's clock did not see (it ran after the arm said "done")
         verdict = result.primary_verdict if result.primary_verdict == result.cross_verdict else "NO_DIFFERENCE"
         if {result.primary_verdict, result.cross_verdict} == {"FASTER", "SLOWER"}:
+            first, second = ("arm's", "judge's") if self.gpu else ("judge's", "arm's")
             result.failures.append(
-                f"the arm's clock says {result.primary_verdict} ({ab.speedup:.3f}), the judge's says "
-                f"{result.cross_verdict} ({x.speedup:.3f}): work ran outside the arm's timed window")
-            self.soft.append((result.failures[-1], 1.0))
+                f"the {first} clock says {result.primary_verdict} ({ab.speedup:.3f}), the {second} says "
+                f"{result.cross_verdict} ({x.speedup:.3f}): work ran outside the arm's timed window, or an arm's "
+                "clock lies")
+            # how far apart the two clocks' speedups are: a loaded box blurs both, a lying clock
+            # (10x off for timing_patcher) is far beyond GROSS
+            apart = x.speedup / ab.speedup if ab.speedup and x.speedup else math.inf
+            self.soft.append((result.failures[-1], max(apart, 1.0 / apart) if apart > 0 else math.inf))
         floor = result.timer_floor_ms or 0.0
         # each arm's lower quartile per round, the median over rounds: a busy box only adds time
         # to a call, so the quartile is the call's own length, not the box's load
