@@ -685,7 +685,7 @@ class TimingStage:
         prep_a = _median([c.prep_ms for rc in data for c in rc.a])
         prep_b = _median([c.prep_ms for rc in data for c in rc.b])
         base_ms = _median([self.primary(c) for rc in data for c in rc.a])
-        own_ms = _median([self.primary(c) for rc in data for c in rc.b])
+        own_ms = _median([c.judge_ms for rc in data for c in rc.b])  # the judge's clock: not the arm's claim
         bound = self.gap_bound(max(base_ms, own_ms), gap_a)
         if reference:
             self.aa_gap_diff = abs(gap_b - gap_a) if math.isfinite(gap_b - gap_a) else 0.0
