@@ -81,6 +81,8 @@ EXPS = [
  ("load never excuses (a busy box blames the candidate)", [("verifiers/judge/timing.py", "        excused = [text for text, how_far in self.soft if text in result.failures and how_far < GROSS]", "        excused = []")],
   ["tests/test_verifier_load.py::test_a_check_failed_by_what_load_explains_is_inconclusive_not_fail",
    "tests/test_verifier_load.py::test_a_neighbour_on_the_gpu_excuses_the_same_checks"]),
+ ("opposite clock verdicts always excused on a loaded box", [("verifiers/judge/timing.py", "            self.soft.append((result.failures[-1], max(apart, 1.0 / apart) if apart > 0 else math.inf))", "            self.soft.append((result.failures[-1], 1.0))")],
+  ["tests/test_verifier_load.py::test_clocks_of_opposite_direction_are_excused_by_load_only_when_close"]),
  ("rel-L2 floor back at eps", [("verifiers/judge/parity.py", "RATIO_FLOOR_OF_EPS = 1.0 / 64", "RATIO_FLOOR_OF_EPS = 1.0")],
   ["tests/test_verifier_parity.py::test_precision_downgrade_on_bf16_outputs_fails_the_relative_l2_rule"]),
  ("ROCm name normalisation off", [("verifiers/judge/kernel_trace.py", '    name = name.strip()\n    while True:', '    return name\n    while True:')],

@@ -103,3 +103,32 @@ def test_a_lying_clock_is_still_fail_on_a_loaded_box(busy_box):
     t = report.shape_reports[0].timing
     assert report.verdict == "FAIL", report.summary()
     assert "not what the judge observed" in t.reason and t.box_load is not None
+
+
+def _clocks(primary: float, cross: float):
+    """A TimingResult whose two clocks give ``primary`` / ``cross`` as speedups, tight intervals."""
+    from verifiers.judge.timing import ArmRoundStats, Comparison, RoundResult
+
+    def comp(name, sp, width=0.01):
+        r = ArmRoundStats(n=10, median_ms=1.0, q1_ms=1.0, q3_ms=1.0, min_ms=1.0, max_ms=1.0, host_median_ms=1.0)
+        return Comparison(name=name, arm_a="a", arm_b="b", calls_per_block=10, speedup=sp, ci_low=sp - width,
+                          ci_high=sp + width, rounds=[RoundResult(index=0, order="ABBA", a=r, b=r, ratio=sp)],
+                          timer_floor_ms=0.01)
+
+    return TimingResult(status="PASS", aa=comp("A/A", 1.0), aa_cross=comp("A/A", 1.0), ab=comp("A/B", primary),
+                        ab_cross=comp("A/B", cross), timer_floor_ms=0.01, cross_timer_floor_ms=0.01)
+
+
+@pytest.mark.parametrize("primary,cross,blamed", [(1.2, 0.85, False), (0.585, 5.475, True)])
+def test_clocks_of_opposite_direction_are_excused_by_load_only_when_close(primary, cross, blamed):
+    """Two honest clocks blurred by load can straddle the floor in opposite directions; a clock
+    that lies (timing_patcher: 10x) lands far from the other, beyond what load explains."""
+    stage, _ = _stage(True)
+    stage.gpu = True
+    stage.s = type("S", (), {"device": type("D", (), {"platform": "cuda"})()})()
+    result = _clocks(primary, cross)
+    result.box_load = _stage(True)[1].box_load
+    stage._decide(result)
+    assert result.failures and "clock" in result.failures[0]
+    stage._load_is_not_blame(result, [])
+    assert bool(result.failures) == blamed, (result.failures, result.inconclusive)

@@ -35,6 +35,15 @@ def test_aa_run_gives_no_difference():
     assert len(t.warmup) == 3 and all(w.batches >= 2 and w.calls == 10 * w.batches for w in t.warmup), t.warmup
 
 
+def test_the_baseline_side_can_alternate_between_its_two_processes():
+    """``ab_baselines=2``: the A/B rounds take the baseline from A and A' in turn (an ablation of
+    per-process bias); the drift is measured against both processes' solo figures."""
+    report, t = timed("torch_mm", "torch_mm", "192x192x192", ab_baselines=2)
+    assert t.status == "PASS" and report.verdict in ("NO_DIFFERENCE", "INCONCLUSIVE"), (t.reason, t.failures)
+    assert any("alternated between processes A and A'" in n for n in t.notes), t.notes
+    assert t.solo_baseline_ms == pytest.approx((t.aa.median_a_ms + t.aa.median_b_ms) / 2)
+
+
 def test_arm_doing_three_times_the_work_is_slower_and_its_interval_sits_near_that_factor():
     # Three times the work against once, not 1.5x against 2x: on a shared two-core VM a 7-round A/A
     # spread (the noise floor) reached 0.3, which hid a 1.5x slowdown in CI. The pure-work factor is

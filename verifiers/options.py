@@ -49,6 +49,8 @@ class VerifyOptions(BaseModel):
                              "(gated calls pipelined back to back; opt-in, gave a false FASTER on the H200)")
     gate_pad_us: float = Field(100.0, ge=0, le=2000, description="gated: judge device slack before each call's ready "
                                                                  "(grows by itself when arms' hosts fall behind)")
+    ab_baselines: int = Field(1, ge=1, le=2, description="A/B rounds alternate between this many baseline processes "
+                                                         "(2: A and A' round by round; an ablation of per-process bias)")
     warm_burst_ms: float | None = Field(None, ge=0, le=50, description="judge device work before every block "
                                                                        "(default: 1 ms on GPUs, none on CPU)")
 
@@ -107,4 +109,5 @@ class VerifyOptions(BaseModel):
             gpu_protocol=self.gpu_protocol,
             gate_pad_us=self.gate_pad_us,
             warm_burst_ms=self.warm_burst_ms,
+            ab_baselines=self.ab_baselines,
         )

@@ -92,6 +92,8 @@ class TimingConfig(BaseModel):
     gate_pad_us: float = Field(100.0, ge=0, description="gated: the judge's device slack before each call's ready")
     warm_burst_ms: float | None = Field(None, ge=0, description="judge device work before every block, keeping clocks "
                                                                 "up across the gaps (default: 1 ms on GPUs, 0 on CPU)")
+    ab_baselines: int = Field(1, ge=1, le=2, description="A/B rounds alternate between this many baseline processes "
+                                                         "(2: A and A', so their per-process bias averages)")
     late_limit: float = Field(0.2, ge=0, le=1, description="gated: a trusted arm with more late calls than this "
                                                            "fraction leaves the timing INCONCLUSIVE")
 
@@ -484,16 +486,18 @@ class TimingStage:
         values = t.sets[0].values
         return sum(values[n].numel() * values[n].element_size() for n in self.s.changing if n in values)
 
-    def rounds(self, a: TimedArm, b: TimedArm, n: int, k: int, offset: int) -> list[RoundCalls]:
+    def rounds(self, a: TimedArm | list[TimedArm], b: TimedArm, n: int, k: int, offset: int) -> list[RoundCalls]:
+        """``a`` a list: round r's A side is ``a[r % len(a)]`` (baseline processes alternating)."""
         out = []
         previous = ""
         for r in range(n):
+            a_r = a[r % len(a)] if isinstance(a, list) else a
             order = "ABBA" if (offset + r) % 2 == 0 else "BAAB"
             got: dict[str, list[CallTiming]] = {"A": [], "B": []}
             probes = []
             for letter in order:
                 probes.append((previous, self.s.idle_probe_ms()))  # the arm before is suspended now
-                got[letter] += self.block(a if letter == "A" else b, k)
+                got[letter] += self.block(a_r if letter == "A" else b, k)
                 previous = letter
             out.append(RoundCalls(order, got["A"], got["B"], probes))
             self.say(f"{r + 1}/{n} rounds")
@@ -590,7 +594,15 @@ class TimingStage:
         result.warmup.append(self.warmup(c))
         offset = self.cfg.aa_rounds or self.cfg.rounds
         self.say(f"A/B: {self.cfg.rounds} rounds x 4 blocks x {k} calls")
-        data = self.rounds(a, c, self.cfg.rounds, k, offset)
+        a_side: TimedArm | list[TimedArm] = a
+        if self.cfg.ab_baselines == 2:
+            # the A side alternates between the two baseline processes round by round, and the
+            # drift is measured against both processes' solo figures
+            a_side = [a, solo.a2]
+            assert result.aa is not None and result.aa.median_a_ms and result.aa.median_b_ms
+            result.solo_baseline_ms = (result.aa.median_a_ms + result.aa.median_b_ms) / 2
+            result.notes.append("A/B: the baseline side alternated between processes A and A' round by round")
+        data = self.rounds(a_side, c, self.cfg.rounds, k, offset)
         result.ab = self.comparison("A/B", a.arm.label, candidate_label, k, data, self.primary, primary_name, floor[0])
         result.ab_cross = self.comparison("A/B", a.arm.label, candidate_label, k, data, self.cross, cross_name, floor[1])
         result.checked_calls = a.pool.calls + c.pool.calls + solo.a2.pool.calls
@@ -685,7 +697,7 @@ class TimingStage:
         prep_a = _median([c.prep_ms for rc in data for c in rc.a])
         prep_b = _median([c.prep_ms for rc in data for c in rc.b])
         base_ms = _median([self.primary(c) for rc in data for c in rc.a])
-        own_ms = _median([self.primary(c) for rc in data for c in rc.b])
+        own_ms = _median([c.judge_ms for rc in data for c in rc.b])  # the judge's clock: not the arm's claim
         bound = self.gap_bound(max(base_ms, own_ms), gap_a)
         if reference:
             self.aa_gap_diff = abs(gap_b - gap_a) if math.isfinite(gap_b - gap_a) else 0.0
@@ -757,10 +769,15 @@ class TimingStage:
         # work the arm's clock did not see (it ran after the arm said "done")
         verdict = result.primary_verdict if result.primary_verdict == result.cross_verdict else "NO_DIFFERENCE"
         if {result.primary_verdict, result.cross_verdict} == {"FASTER", "SLOWER"}:
+            first, second = ("arm's", "judge's") if self.gpu else ("judge's", "arm's")
             result.failures.append(
-                f"the arm's clock says {result.primary_verdict} ({ab.speedup:.3f}), the judge's says "
-                f"{result.cross_verdict} ({x.speedup:.3f}): work ran outside the arm's timed window")
-            self.soft.append((result.failures[-1], 1.0))
+                f"the {first} clock says {result.primary_verdict} ({ab.speedup:.3f}), the {second} says "
+                f"{result.cross_verdict} ({x.speedup:.3f}): work ran outside the arm's timed window, or an arm's "
+                "clock lies")
+            # how far apart the two clocks' speedups are: a loaded box blurs both, a lying clock
+            # (10x off for timing_patcher) is far beyond GROSS
+            apart = x.speedup / ab.speedup if ab.speedup and x.speedup else math.inf
+            self.soft.append((result.failures[-1], max(apart, 1.0 / apart) if apart > 0 else math.inf))
         floor = result.timer_floor_ms or 0.0
         # each arm's lower quartile per round, the median over rounds: a busy box only adds time
         # to a call, so the quartile is the call's own length, not the box's load
