@@ -159,18 +159,25 @@ class Runner:
 
 
 # ------------------------------------------------------------------ the parts
-def floor_rows(cfg: dict[str, Any], device: str, smoke: bool) -> list[dict[str, Any]]:
-    sys.path.insert(0, str(HERE / "bench"))
-    import timing_floor
+def measure_floor(argv: list[str]) -> list[dict[str, Any]]:
+    """``bench/timing_floor.py`` in a process of its own: this driver never opens the device,
+    else its context sits on the GPU beside every verification and the verifier rightly reads
+    each one as INCONCLUSIVE (another process held a context; first H200 run of this bench)."""
+    got = subprocess.run([sys.executable, str(HERE / "bench" / "timing_floor.py"), *argv], capture_output=True,
+                         text=True, cwd=str(HERE), timeout=600)
+    if got.returncode != 0:
+        raise RuntimeError((got.stderr or got.stdout)[-400:])
+    return json.loads(got.stdout)
 
+
+def floor_rows(cfg: dict[str, Any], device: str, smoke: bool) -> list[dict[str, Any]]:
     rows = []
     for mode in ("one", "same") if smoke else ("one", "same", "two"):
-        args = timing_floor.parser().parse_args(
-            ["--problem", cfg["aa_problem"], "--arm", cfg["aa_arm"], "--shape", cfg["shape"], "--device", device,
-             "--mode", mode, "--runs", str(1 if mode != "one" else cfg["floor_runs"]),
-             "--flush-bytes", str(cfg["flush_bytes"])] + (["--rounds", "6", "--calls", "10"] if smoke else []))
+        argv = ["--problem", cfg["aa_problem"], "--arm", cfg["aa_arm"], "--shape", cfg["shape"], "--device", device,
+                "--mode", mode, "--runs", str(1 if mode != "one" else cfg["floor_runs"]),
+                "--flush-bytes", str(cfg["flush_bytes"])] + (["--rounds", "6", "--calls", "10"] if smoke else [])
         try:
-            got = timing_floor.measure(args)
+            got = measure_floor(argv)
         except Exception as exc:
             got = [{"mode": mode, "error": f"{type(exc).__name__}: {exc}"[:400]}]
         rows += got
@@ -240,14 +247,10 @@ def mps_rows(run: Runner, cfg: dict[str, Any], device: str) -> dict[str, Any]:
                                 "print(float((x + 1).item()))"], capture_output=True, text=True, timeout=120)
         out["client_probe"] = (probe.returncode, (probe.stdout + probe.stderr)[-300:])
         if probe.returncode == 0:
-            sys.path.insert(0, str(HERE / "bench"))
-            import timing_floor
-
-            args = timing_floor.parser().parse_args(
-                ["--problem", cfg["aa_problem"], "--arm", cfg["aa_arm"], "--shape", cfg["shape"], "--device", device,
-                 "--mode", "two", "--runs", "1", "--flush-bytes", str(cfg["flush_bytes"])])
             try:
-                out["floor_two_processes"] = timing_floor.measure(args)
+                out["floor_two_processes"] = measure_floor(
+                    ["--problem", cfg["aa_problem"], "--arm", cfg["aa_arm"], "--shape", cfg["shape"], "--device", device,
+                     "--mode", "two", "--runs", "1", "--flush-bytes", str(cfg["flush_bytes"])])
             except Exception as exc:
                 out["floor_two_processes"] = f"{type(exc).__name__}: {exc}"[:400]
             for i in range(2):
@@ -477,12 +480,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _device_name(device: str) -> str:
-    try:
-        import torch
-
-        return torch.cuda.get_device_name(0) if device == "cuda" and torch.cuda.is_available() else "cpu"
-    except Exception:
-        return device
+    """Asked in a child process: this driver never holds a device context (see measure_floor)."""
+    if device != "cuda":
+        return "cpu"
+    got = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.get_device_name(0))"],
+                         capture_output=True, text=True, timeout=120)
+    return got.stdout.strip() or device
 
 
 def _git() -> str:

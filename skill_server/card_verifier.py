@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from skill_server.cards.schema import VerifierBinding
 from skill_server.service.errors import VerificationCancelled
+from verifiers.api import VerifyCancelled, verify
 from verifiers.options import VerifyOptions
 from verifiers.report import VerificationReport
 
@@ -30,7 +31,6 @@ def run_card_verifier(binding: VerifierBinding, candidate: str, *, baseline: str
     was set during the run (every process of the run stopped)."""
     # lazy: the verifier's launch and timing modules (about a second of imports) stay off the
     # server's start-up path; they load with the first verification
-    from verifiers.api import VerifyCancelled, verify
 
     try:
         return verify(binding.problem, candidate, baseline=baseline, shapes=shapes, options=options,

@@ -13,6 +13,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from skill_server.cards.schema import CardProblem, _DuplicateKey, _problem_from_error, load_yaml, yaml_field_lines
+from skill_server.ledger.models import shape_text
+from skill_server.reverify.claims import Figure
 
 if TYPE_CHECKING:  # pragma: no cover
     from skill_server.reverify.claims import Figure
@@ -93,8 +95,6 @@ def parse_artifact(path: Path) -> tuple[ValidationArtifact | None, list[CardProb
 
 def figures_of(artifact: ValidationArtifact, file_name: str) -> list["Figure"]:
     """An artifact's measurements as served figures: always ``transcribed``."""
-    from skill_server.reverify.claims import Figure
-    from skill_server.ledger.models import shape_text
 
     out = []
     for m in artifact.measurements:

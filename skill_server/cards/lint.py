@@ -4,10 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from skill_server.cards.artifacts import parse_artifact
-from skill_server.cards.schema import CardProblem, ParsedCard
 from skill_server.cards.catalog import Catalog
+from skill_server.cards.lint_binding import binding_problems, probe_problems
+from skill_server.cards.schema import CardProblem, ParsedCard
 from skill_server.cards.shapes import select_shape_class
 from skill_server.cards.vocabulary import vocabulary
+from skill_server.matching.overlap import catalog_overlap_problems
 
 REQUIRED_SECTIONS = ("When to use", "Procedure", "Do-no-harm notes")
 TODO_MESSAGE = "TODO placeholder(s)"
@@ -16,8 +18,6 @@ TODO_MESSAGE = "TODO placeholder(s)"
 def lint_catalog(catalog: Catalog) -> list[CardProblem]:
     """Schema (the catalog's own problems), each card (``lint_card``), its verifier binding
     against its problem and its capability probes (``lint_binding``), and overlap."""
-    from skill_server.cards.lint_binding import binding_problems, probe_problems
-    from skill_server.matching.overlap import catalog_overlap_problems
 
     problems = list(catalog.problems)
     repo_root = catalog.skills_dir.resolve().parent

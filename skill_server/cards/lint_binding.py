@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from skill_server.cards.schema import CardProblem, ParsedCard
+from skill_server.reverify.probes import ProbeLoadError, card_probes, probes_path
 from verifiers import card_folder
 from verifiers.problem import Problem, load_problem
 
@@ -120,7 +121,6 @@ def binding_problems(parsed: ParsedCard, project_root: Path, kernels_dir: Path |
 
 def probe_problems(parsed: ParsedCard, project_root: Path, kernels_dir: Path | None = None) -> list[CardProblem]:
     """Every capability prerequisite has a probe in the card folder's ``probes.py``."""
-    from skill_server.reverify.probes import ProbeLoadError, card_probes, probes_path
 
     card, file = parsed.card, str(parsed.path)
     capabilities = [(i, p) for i, p in enumerate(card.prerequisites) if p.kind == "capability"]

@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from skill_server.cards.shapes import METRICS, TILE_METRICS, ShapeSelection
+from skill_server.cards.vocabulary import vocabulary
 
 Criterion = Literal["gen", "dtype", "scale_format", "regime", "shape", "operator"]
 
@@ -153,7 +154,6 @@ class EvidenceRequirement(_Strict):
     def _known_roles(cls, v, info: ValidationInfo):
         if v is None or (info.context and info.context.get("trusted")):
             return v
-        from skill_server.cards.vocabulary import vocabulary
 
         known = vocabulary().kernel_roles or {}
         for role in [v] if isinstance(v, str) else v:

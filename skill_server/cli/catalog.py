@@ -4,7 +4,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from skill_server.cards.shapes import parse_gemm_shape
 from skill_server.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, handles_errors, service_from
+from skill_server.matching.hotspot import Hotspot
+from trace_readers.source import resolve_max_bytes
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,8 +68,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _hotspot_from(args):
-    from skill_server.matching.hotspot import Hotspot
-    from skill_server.cards.shapes import parse_gemm_shape
 
     return Hotspot(
         op_name=args.op, launch_op=args.launch_op, operator=args.operator, gen=args.gen, dtype=args.dtype,
@@ -127,7 +128,6 @@ def cmd_match_profile(args) -> int:
                   regime=args.regime, top=args.top, min_pct=args.min_pct, max_bytes=args.max_bytes,
                   target_gen=args.target_gen)
     if args.file == "-":
-        from trace_readers.source import resolve_max_bytes
 
         # bytes (gzip'd text and rocpd databases arrive on stdin too), never more than the limit + 1
         content = sys.stdin.buffer.read(resolve_max_bytes(args.max_bytes) + 1)

@@ -10,11 +10,12 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from skill_server.service.facade import ServiceError, SkillService
+
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def service_from(args: Any):
-    from skill_server.service.facade import SkillService
 
     # --ledger: a global option (when cli.py declares it) or a command's own
     return SkillService(args.skills_dir, check_interval=3600.0, ledger_path=getattr(args, "ledger", None))
@@ -33,7 +34,6 @@ def handles_errors(fn: Callable[[Any], int]) -> Callable[[Any], int]:
 
     @functools.wraps(fn)
     def wrapper(args: Any) -> int:
-        from skill_server.service.facade import ServiceError
 
         try:
             return fn(args)

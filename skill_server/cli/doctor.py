@@ -5,11 +5,11 @@ import argparse
 import sys
 
 from skill_server.cli.common import EXIT_BAD_INPUT, EXIT_OK, emit_json
+from skill_server.doctor.plan import CHECKS
+from skill_server.doctor.runner import DEFAULT_BUDGET_S, run_doctor
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from skill_server.doctor.runner import DEFAULT_BUDGET_S
-    from skill_server.doctor.plan import CHECKS
 
     p = sub.add_parser("doctor", help="check torch, the GPU, toolchain, timer floor, cache flush, profiler names and "
                                       "card prerequisites on this box; exit 0 with the summary")
@@ -24,7 +24,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_doctor(args) -> int:
-    from skill_server.doctor.runner import run_doctor
 
     for name in ("budget", "check_timeout"):
         value = getattr(args, name)

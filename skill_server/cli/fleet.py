@@ -9,7 +9,11 @@ import shlex
 import subprocess
 import sys
 
-from skill_server.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_OK, emit_json, handles_errors
+from skill_server.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_OK, emit_json, handles_errors, service_from
+from skill_server.fleet.models import VENDOR_RUNTIME
+from skill_server.fleet.node import node_resources, ray_start_command
+from skill_server.ledger.models import PlatformInfo, normalise_platform
+from verifiers.provenance import detect_platform
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,11 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 @handles_errors
 def cmd_fleet_node(args) -> int:
-    from verifiers.provenance import detect_platform
 
-    from skill_server.fleet.models import VENDOR_RUNTIME
-    from skill_server.fleet.node import node_resources, ray_start_command
-    from skill_server.ledger.models import PlatformInfo, normalise_platform
 
     if args.generation:
         if not args.vendor:
@@ -79,7 +79,6 @@ class ProgressBar:
 
 def run_reverify_on_fleet(args) -> int:
     """``reverify --ray ADDRESS`` (called by cli_ledger.cmd_reverify)."""
-    from skill_server.cli.common import service_from
 
     svc = service_from(args)
     # Ray's driver threads print cluster events (a raylet that died, ...) to stdout: send them to

@@ -10,7 +10,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from skill_server.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_OK, emit_json, handles_errors
+from skill_server.cards.schema import _DuplicateKey, load_yaml
+from skill_server.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_OK, emit_json, handles_errors, service_from
+from skill_server.cli.fleet import run_reverify_on_fleet
+from skill_server.ledger.models import default_recorder
 
 MAX_INPUT_BYTES = 16 * 1024 * 1024
 
@@ -101,13 +104,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _service(args):
-    from skill_server.cli.common import service_from
 
     return service_from(args)
 
 
 def _who(explicit: str | None) -> str:
-    from skill_server.ledger.models import default_recorder
 
     return explicit or default_recorder()
 
@@ -130,7 +131,6 @@ def _read_input(name: str) -> str:
 def _load_data(name: str):
     import yaml
 
-    from skill_server.cards.schema import _DuplicateKey, load_yaml
 
     try:
         return load_yaml(_read_input(name))
@@ -206,7 +206,6 @@ def cmd_export(args) -> int:
 @handles_errors
 def cmd_reverify(args) -> int:
     if args.ray:
-        from skill_server.cli.fleet import run_reverify_on_fleet
 
         return run_reverify_on_fleet(args)
     if args.platform or args.cpu_smoke or args.task_timeout:

@@ -6,7 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from skill_server.cli.common import EXIT_BAD_INPUT, EXIT_OK, emit_json, handles_errors
+from skill_server.cli.common import EXIT_BAD_INPUT, EXIT_OK, emit_json, handles_errors, service_from
+from skill_server.ledger.backend_copy import copy_ledger
+from skill_server.ledger.postgres import is_postgres_url
+from skill_server.ledger.results import open_store
+from skill_server.ledger.signing import create_key, read_key
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,8 +41,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 @handles_errors
 def cmd_ledger_copy(args) -> int:
-    from skill_server.ledger.results import open_store
-    from skill_server.ledger.backend_copy import copy_ledger
 
     source, target = open_store(_location(args.source)), open_store(_location(args.target))
     result = copy_ledger(source, target, replace=args.replace)
@@ -50,14 +52,12 @@ def cmd_ledger_copy(args) -> int:
 
 
 def _location(text: str) -> str | Path:
-    from skill_server.ledger.postgres import is_postgres_url
 
     return text if is_postgres_url(text) else Path(text).expanduser().resolve()
 
 
 @handles_errors
 def cmd_ledger_key(args) -> int:
-    from skill_server.ledger.signing import create_key, read_key
 
     if args.create is not None:
         path = args.create.expanduser().resolve()
@@ -67,7 +67,6 @@ def cmd_ledger_key(args) -> int:
         print(f"created signing key {path} (fingerprint {key.key_id}); install this same file, mode 0600, on every "
               "server writing to the shared ledger and point $SKILL_SERVER_KEY at it")
         return EXIT_OK
-    from skill_server.cli.common import service_from
 
     ledger = service_from(args).ledger
     if args.register:

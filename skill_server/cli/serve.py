@@ -21,10 +21,18 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from skill_server.cli.common import EXIT_BAD_INPUT, EXIT_OK
-from skill_server.policy.client_policy import DEFAULT_MAX_UPLOAD_BYTES
+from skill_server.cli.connect_hints import TOKEN_ENV, ServeOptions, connect_text, http_url
+
+# lazy: the MCP SDK loads for serve only; the CLI's other commands run without it (GPU images)
 from skill_server.mcp.http_transport import HttpOptions
+
+# lazy: the MCP SDK loads for serve only; the CLI's other commands run without it (GPU images)
 from skill_server.mcp.settings import ServerSettings
+from skill_server.policy.client_policy import DEFAULT_MAX_UPLOAD_BYTES, default_file_roots, roots_text
+from skill_server.policy.confinement import ConfinementError, check_roots
+from skill_server.service.facade import SkillService
 from skill_server.settings import settings as environment
+from verifiers.arms.sandbox import REQUIRE_ENV
 
 DEFAULT_PORT = 8765
 
@@ -83,12 +91,11 @@ def _fail(msg: str) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from skill_server.cli.connect_hints import TOKEN_ENV, ServeOptions, connect_text, http_url
+    # lazy: the MCP SDK loads for serve only; the CLI's other commands run without it (GPU images)
     from skill_server.mcp.http_transport import is_loopback, is_wildcard
 
     token = args.token or environment().token or None
     if args.require_sandbox:  # read by every judge this server starts (verifiers.arms.sandbox.required)
-        from verifiers.arms.sandbox import REQUIRE_ENV
 
         os.environ[REQUIRE_ENV] = "1"
     http = args.transport == "http"
@@ -134,11 +141,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace, token: str | None, http: bool, remote: bool, opts) -> int:
     from pydantic import ValidationError
 
-    from skill_server.policy.client_policy import default_file_roots, roots_text
-    from skill_server.cli.connect_hints import TOKEN_ENV, connect_text, http_url
-    from skill_server.policy.confinement import ConfinementError, check_roots
+    # lazy: the MCP SDK loads for serve only; the CLI's other commands run without it (GPU images)
     from skill_server.mcp.app import build_server
-    from skill_server.service.facade import SkillService
 
     verify_options = _verify_options(args.verify_options)
     if isinstance(verify_options, str):
@@ -191,6 +195,7 @@ def _serve(args: argparse.Namespace, token: str | None, http: bool, remote: bool
     print("\n".join(lines), file=sys.stderr, flush=True)
 
     if http_opts is not None:
+        # lazy: the MCP SDK loads for serve only; the CLI's other commands run without it (GPU images)
         from skill_server.mcp.http_transport import serve_http, serve_http_workers
 
         if args.workers > 1:
@@ -230,9 +235,11 @@ class WorkerSpec(BaseModel):
 
 def worker_app():
     """The ASGI app of one HTTP worker process (uvicorn calls this in each worker)."""
+    # lazy: the MCP SDK loads for serve only; the CLI's other commands run without it (GPU images)
     from skill_server.mcp.app import build_server
+
+    # lazy: the MCP SDK loads for serve only; the CLI's other commands run without it (GPU images)
     from skill_server.mcp.http_transport import http_app
-    from skill_server.service.facade import SkillService
 
     spec = WorkerSpec.model_validate_json(environment().http_worker or "")
     service = SkillService(spec.skills_dir, ledger_path=spec.ledger)
@@ -260,6 +267,7 @@ def _verify_options(text: str | None) -> dict | str:
     except json.JSONDecodeError as exc:
         return f"--verify-options: not JSON ({exc.msg} at character {exc.pos})"
     except ValidationError as exc:
+        # lazy: the MCP SDK loads for serve only; the CLI's other commands run without it (GPU images)
         from skill_server.mcp.common import describe_validation_error
 
         return f"--verify-options: {describe_validation_error(exc)}"

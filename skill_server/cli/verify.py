@@ -6,7 +6,17 @@ from __future__ import annotations
 import argparse
 import signal
 
-from skill_server.cli.common import handles_errors, service_from
+from skill_server.cli.common import emit_json, handles_errors, service_from
+from skill_server.cli.verify_support import (
+    EXIT_USAGE,
+    ProgressDisplay,
+    add_verify_arguments,
+    exit_code,
+    options_from_args,
+)
+from skill_server.doctor.preflight import refusal_for_verify_args
+from verifiers.gfx950.emulator.cli import check_kernel_and_emulate
+from verifiers.gfx950.report import check_kernel_command
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,7 +32,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_check_kernel)
 
-    from skill_server.cli.verify_support import add_verify_arguments
 
     p = sub.add_parser("verify", help="verify a rewrite on this box: parity, runtime signature, interleaved A/B")
     p.add_argument("card", help="card id; its verifier binding names the problem")
@@ -49,11 +58,8 @@ def cmd_verify(args) -> int:
 
     from pydantic import ValidationError
 
-    from skill_server.cli.verify_support import EXIT_USAGE, ProgressDisplay, exit_code, options_from_args
 
-    from skill_server.cli.common import emit_json
 
-    from skill_server.doctor.preflight import refusal_for_verify_args
 
     svc = service_from(args)
     refusal = refusal_for_verify_args(args)  # a box that cannot run it refuses with the doctor's line
@@ -106,12 +112,10 @@ def _exit_on_signal(signum: int, _frame: object) -> None:
 @handles_errors
 def cmd_check_kernel(args) -> int:
     # exit codes: 0 every gate as promised, 1 a gate failed, 2 unknown card/target, 3 skipped (no toolchain)
-    from verifiers.gfx950.report import check_kernel_command
 
     folder = kernel_folder(args, args.card)
     kwargs = dict(as_json=args.json, include_negative=args.negative, use_cache=not args.no_cache, verbose=args.verbose)
     if args.emulate:  # gates, then the FlyDSL arms on the gfx950 emulator (emulated parity)
-        from verifiers.gfx950.emulator.cli import check_kernel_and_emulate
 
         return check_kernel_and_emulate(folder, args.target, **kwargs)
     return check_kernel_command(folder, args.target, **kwargs)

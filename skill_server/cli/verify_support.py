@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from verifiers.options import VerifyOptions
+
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
 
 
@@ -52,7 +54,6 @@ def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
 
 def options_from_args(args: argparse.Namespace) -> Any:
     """Build VerifyOptions from the parsed arguments (flags override ``--options``)."""
-    from verifiers.options import VerifyOptions
 
     base: dict[str, Any] = {}
     if args.options:

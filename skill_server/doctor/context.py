@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from skill_server.doctor import seams as doctor_seams
 from skill_server.doctor.result import CheckResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,7 +59,6 @@ class CheckContext:
     def gpu_device(self) -> "Device":
         """The first GPU, opened once through the verifier's own ``open_device``."""
         if self._device is None:
-            from skill_server.doctor import seams as doctor_seams
             self._device = doctor_seams.open_device("cuda")
         return self._device
 
@@ -67,7 +67,6 @@ class CheckContext:
         if self.gpu_ready():
             return self.gpu_device()
         if self._cpu is None:
-            from skill_server.doctor import seams as doctor_seams
             self._cpu = doctor_seams.open_device("cpu")
         return self._cpu
 

@@ -203,6 +203,7 @@ def check_kernel_names(ctx: CheckContext) -> CheckResult:
     if not module_present("triton"):
         return result("kernel_names", title, "not_applicable", "Triton is not installed: the probe kernel cannot be "
                       "built (see triton)", "pip install triton")
+    # lazy: keeps triton off this module's import path
     from skill_server.doctor.probe_kernel import PROBE_NAME, probe_launch
 
     torch = ctx.torch()

@@ -18,9 +18,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from skill_server.doctor.result import BLOCKING, CheckResult
-
+from skill_server.cli.verify_support import options_from_args
 from skill_server.doctor.plan import VERIFY_CHECKS
+from skill_server.doctor.result import BLOCKING, CheckResult
+from skill_server.doctor.runner import run_doctor
 
 PREFLIGHT_BUDGET_S = 60.0
 # A long-lived server verifies many times on one box: a passed preflight is remembered for this
@@ -62,7 +63,6 @@ def _line(check: CheckResult) -> str:
 def verify_refusal(device: str | None = None, profile: bool = True, budget_s: float = PREFLIGHT_BUDGET_S) -> str | None:
     """None when this box can run a verification on ``device`` (auto | cpu | cuda[:N]), else
     the doctor's lines for what is missing, one per check, joined by newlines."""
-    from skill_server.doctor.runner import run_doctor
 
     choice = (device or "auto").strip().lower()
     # gfx950-emulated runs on the CPU; verify() itself names a missing FlyDSL / ld.lld / llvm-objdump
@@ -99,7 +99,6 @@ def refusal_for_verify_args(args: Any) -> str | None:
     not parse are left to the verify command, which reports them."""
     from pydantic import ValidationError
 
-    from skill_server.cli.verify_support import options_from_args
 
     try:
         options = options_from_args(args)

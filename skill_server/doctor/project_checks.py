@@ -13,10 +13,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from verifiers import locations
+from skill_server.cards.catalog import Catalog
 from skill_server.doctor.context import CheckContext
 from skill_server.doctor.result import CardDetails, CheckResult, PrerequisiteLine, result
+from skill_server.reverify.probes import ProbeContext, ProbeLoadError, card_probes, check_prerequisite
 from skill_server.settings import settings
+from verifiers import locations
 
 
 def _skills_dir(ctx: CheckContext) -> Path:
@@ -55,7 +57,6 @@ def check_install(ctx: CheckContext) -> CheckResult:
 # ------------------------------------------------------------------------------ cards
 def prerequisite_checks(parsed: Any, project_root: Path) -> list[Any]:
     """The re-verification's prerequisite checks of one card (``reverify.PrerequisiteCheck``)."""
-    from skill_server.reverify.probes import ProbeContext, ProbeLoadError, card_probes, check_prerequisite
 
     card = parsed.card
     try:
@@ -95,7 +96,6 @@ def card_result(card_id: str, checks: list[Any]) -> CheckResult:
 
 
 def check_cards(ctx: CheckContext) -> list[CheckResult]:
-    from skill_server.cards.catalog import Catalog
 
     skills = _skills_dir(ctx)
     catalog = Catalog.load(skills, use_cache=False)  # the parse cache writes; doctor only reads

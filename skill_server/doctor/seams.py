@@ -13,12 +13,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from verifiers.gfx950.env import ROCM_LLD, ToolchainMissing, find_linker as _find, rocm_roots
+from verifiers.hw.amd_caches import layout_for
+from verifiers.hw.device import CallTimer, Device, Flusher, open_device as _open
+from verifiers.hw.runtime_check import check_this_process
+from verifiers.judge.kernel_trace import CALL_PREFIX, KernelRecord, from_chrome_trace
+from verifiers.judge.signature import check_signature
+from verifiers.problem import SegmentSpec, SignatureSpec
+
 if TYPE_CHECKING:  # pragma: no cover
+    from verifiers.gfx950.env import Linker
     from verifiers.hw.amd_caches import AmdCacheLayout
     from verifiers.hw.device import Device
-    from verifiers.gfx950.env import Linker
-    from verifiers.judge.kernel_trace import KernelRecord
     from verifiers.hw.runtime_check import RuntimeCheck
+    from verifiers.judge.kernel_trace import KernelRecord
     from verifiers.judge.signature import SignatureCheck
 
 MIB = 1 << 20
@@ -26,7 +34,6 @@ MIB = 1 << 20
 
 # ------------------------------------------------------------------ device, timer, flush
 def open_device(choice: str = "auto") -> "Device":
-    from verifiers.hw.device import open_device as _open
 
     return _open(choice)
 
@@ -34,14 +41,12 @@ def open_device(choice: str = "auto") -> "Device":
 def flush_rule_bytes(platform: str, llc_bytes: int, arch: str | None = None) -> int:
     """What the verifier's flush writes by default on a device of ``platform`` whose reported
     last-level cache is ``llc_bytes`` (its own rule, asked without opening a device)."""
-    from verifiers.hw.device import Device
 
     return Device(torch_device=None, platform=platform, name="", llc_bytes=llc_bytes,  # type: ignore[arg-type]
                   properties={"gcnArchName": arch or ""}).default_flush_bytes()
 
 
 def make_flusher(device: "Device", nbytes: int | None = None) -> Any:
-    from verifiers.hw.device import Flusher
 
     return Flusher(device, nbytes)
 
@@ -51,7 +56,6 @@ def time_calls(device: "Device", fn: Callable[[], Any], calls: int,
     """Time ``calls`` calls of ``fn`` through the verifier's ``CallTimer`` (device events ending
     after a device-wide synchronise on a GPU, the process CPU time on CPU), with ``before``
     run untimed ahead of each call. Returns (timed ms, host wall ms)."""
-    from verifiers.hw.device import CallTimer
 
     timer = CallTimer(device, calls)
     for _ in range(calls):
@@ -70,7 +74,6 @@ def timer_description(device: "Device") -> str:
 
 # ------------------------------------------------------------- profiler and signature gate
 def default_flush_pattern() -> str:
-    from verifiers.problem import SegmentSpec
 
     return SegmentSpec().flush_pattern
 
@@ -87,7 +90,6 @@ def profile_records(launches: Sequence[Callable[[], None]], device: "Device", fl
 
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from verifiers.judge.kernel_trace import CALL_PREFIX, from_chrome_trace
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.is_gpu else [])
     flusher.flush()
@@ -106,8 +108,6 @@ def profile_records(launches: Sequence[Callable[[], None]], device: "Device", fl
 def signature_gate(records: Sequence["KernelRecord"], required: Sequence[str], launches_per_iter: int | None,
                    arm: str, flush_pattern: str | None = None) -> "SignatureCheck":
     """The verifier's runtime-signature gate on ``records`` (its name handling included)."""
-    from verifiers.problem import SignatureSpec
-    from verifiers.judge.signature import check_signature
 
     spec = SignatureSpec(required=tuple(required), launches_per_iter=launches_per_iter)
     return check_signature(records, spec, arm, flush_pattern or default_flush_pattern())
@@ -115,7 +115,6 @@ def signature_gate(records: Sequence["KernelRecord"], required: Sequence[str], l
 
 def kernel_record(name: str, window: str | None, iteration: int | None, start_us: float = 0.0,
                   dur_us: float = 1.0) -> "KernelRecord":
-    from verifiers.judge.kernel_trace import KernelRecord
 
     return KernelRecord(name=name, start_us=start_us, dur_us=dur_us, window=window, iteration=iteration)
 
@@ -123,13 +122,11 @@ def kernel_record(name: str, window: str | None, iteration: int | None, start_us
 # ------------------------------------------------------------------------ toolchain, runtimes
 def find_linker() -> "Linker":
     """:func:`verifiers.gfx950.env.find_linker` (raises ToolchainMissing with its one line)."""
-    from verifiers.gfx950.env import find_linker as _find
 
     return _find()
 
 
 def toolchain_missing_error() -> type[Exception]:
-    from verifiers.gfx950.env import ToolchainMissing
 
     return ToolchainMissing
 
@@ -137,19 +134,16 @@ def toolchain_missing_error() -> type[Exception]:
 def rocm_trees() -> list[Any]:
     """The ROCm trees the linker search looks in ($ROCM_PATH, then /opt/rocm), and the linker's
     path inside one."""
-    from verifiers.gfx950.env import rocm_roots
 
     return rocm_roots()
 
 
 def rocm_linker_relpath() -> Any:
-    from verifiers.gfx950.env import ROCM_LLD
 
     return ROCM_LLD
 
 
 def runtimes_in_this_process() -> "RuntimeCheck":
-    from verifiers.hw.runtime_check import check_this_process
 
     return check_this_process()
 
@@ -157,6 +151,5 @@ def runtimes_in_this_process() -> "RuntimeCheck":
 # ------------------------------------------------------------------------------ caches
 def known_amd_cache(arch: str | None) -> "AmdCacheLayout | None":
     """The full cache layout of a known AMD arch (L2 per XCD, XCDs, MALL), or None."""
-    from verifiers.hw.amd_caches import layout_for
 
     return layout_for(arch)

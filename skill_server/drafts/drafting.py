@@ -25,11 +25,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field
 
+from skill_server import is_embedded, state_dir
+from skill_server.cards.lint import TODO_MESSAGE, lint_card
+from skill_server.cards.lint_binding import binding_problems, probe_problems
 from skill_server.cards.schema import CardParseError, CardProblem, ParsedCard, parse_card_file, parse_card_text
-from skill_server.ledger.results import LedgerError, StoredResult
-from skill_server.ledger.export import DEFAULT_EXPORT_NAME, artifact_from_results, dump_artifact, write_text_atomic
-from skill_server.cards.lint import TODO_MESSAGE
 from skill_server.cards.vocabulary import VocabularyError, vocabulary
+from skill_server.ledger.export import DEFAULT_EXPORT_NAME, artifact_from_results, dump_artifact, write_text_atomic
+from skill_server.ledger.results import LedgerError, StoredResult
+from skill_server.matching.overlap import Subject, check
 from skill_server.settings import settings
 
 TODO = "TODO"
@@ -76,7 +79,6 @@ class PromoteResult(BaseModel):
 def default_drafts_dir(project_root: Path) -> Path:
     """``$SKILL_SERVER_DRAFTS_DIR``, else ``<project>/drafts``; for the read-only cards of an
     installed package, ``drafts/`` in the user's state folder."""
-    from skill_server import is_embedded, state_dir
 
     explicit = settings().drafts_dir
     if explicit:
@@ -239,7 +241,6 @@ def draft_from_records(new_id: str, results: Sequence[StoredResult], catalog: An
                        drafts_dir: Path, ledger_path: Path | str, gens: Sequence[str] | None = None,
                        title: str | None = None) -> DraftResult:
     """Write ``drafts/<new_id>/`` from ledger records of one card and lint it."""
-    from skill_server.matching.overlap import Subject, check
 
     if not CARD_ID.fullmatch(new_id or ""):
         raise LedgerError(f"card id {new_id!r}: lower-case letters, digits and '_' (as folder names)")
@@ -274,9 +275,6 @@ def draft_from_records(new_id: str, results: Sequence[StoredResult], catalog: An
 def lint_draft(parsed: ParsedCard, catalog: Any, project_root: Path) -> list[CardProblem]:
     """Everything promotion requires: the card's own checks (its artifact in the draft
     folder), the verifier binding and probes, and no duplicate of a catalog card."""
-    from skill_server.cards.lint import lint_card
-    from skill_server.cards.lint_binding import binding_problems, probe_problems
-    from skill_server.matching.overlap import Subject, check
 
     kernels = parsed.folder / KERNELS_SUBDIR
     problems = lint_card(parsed, project_root, catalog, artifact_dir=parsed.folder, kernels_dir=kernels)

@@ -26,9 +26,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from skill_server.fleet.models import (GEN_PREFIX, VENDOR_PREFIX, FleetOptions, FleetOutcome, FleetProgress, FleetReport,
-                           FleetTarget, NodeRun)
+from skill_server import is_embedded
+from skill_server.fleet.models import (
+    GEN_PREFIX,
+    VENDOR_PREFIX,
+    FleetOptions,
+    FleetOutcome,
+    FleetProgress,
+    FleetReport,
+    FleetTarget,
+    NodeRun,
+)
+from skill_server.fleet.task import card_digest, run_card_on_node
+from skill_server.ledger.models import PlatformInfo, normalise_platform
 from skill_server.reverify.models import CardReverification, short
+from skill_server.reverify.run import CardRun, now
+from verifiers.provenance import read_git_revision
 
 POLL_S = 0.5
 LOST_GRACE_S = 3.0  # a platform no live node offers for this long: its pending tasks are lost
@@ -153,7 +166,6 @@ def run_fleet(service: RunRecorder, address: str, cards: list[Any], *, progress:
               verifier: bool = True, record: bool = True, recorded_by: str = "reverify (fleet)",
               cpu_smoke: bool = False, platforms: list[str] | None = None,
               task_timeout_s: float | None = None) -> FleetReport:
-    from skill_server.reverify.run import now
 
     ray = connect(address)
     try:
@@ -165,10 +177,7 @@ def run_fleet(service: RunRecorder, address: str, cards: list[Any], *, progress:
 
 def _run(ray, service, address, cards, progress, gates, verifier, record, recorded_by, cpu_smoke, platforms,
          task_timeout_s, now) -> FleetReport:
-    from verifiers.provenance import read_git_revision
 
-    from skill_server import is_embedded
-    from skill_server.fleet.task import run_card_on_node
 
     started = now()
     targets = offered_targets(ray)
@@ -252,7 +261,6 @@ def _describe(exc: BaseException) -> str:
 def _accept(service, task: _Task, answer: Any, record: bool, recorded_by: str, address: str) -> FleetOutcome:
     """Check a node's answer against the driver's own card and record it; a refusal is
     recorded as not re-verified, like a lost task."""
-    from skill_server.reverify.run import CardRun
 
     card = task.card.card
     try:
@@ -264,9 +272,8 @@ def _accept(service, task: _Task, answer: Any, record: bool, recorded_by: str, a
             raise ValueError(problem)
         report, records = None, []
         if run.report_json is not None:
-            from verifiers.report import VerificationReport
-
             from skill_server.ledger.report_records import bind_report, derive_records
+            from verifiers.report import VerificationReport
 
             report = VerificationReport.model_validate_json(run.report_json)
             bind_report(report, {card.id: card}, card.id)
@@ -297,7 +304,6 @@ def task_cpu(run: NodeRun) -> bool:
 
 
 def _refusal(task: _Task, run: NodeRun) -> str | None:
-    from skill_server.fleet.task import card_digest
 
     if run.card_id != task.card.card.id or run.target != task.target:
         return f"it answers for {run.card_id} @ {run.target.key}, the task was {task.card.card.id} @ {task.target.key}"
@@ -310,9 +316,7 @@ def _refusal(task: _Task, run: NodeRun) -> str | None:
 
 
 def _git_rev(service: RunRecorder) -> str | None:
-    from verifiers.provenance import read_git_revision
 
-    from skill_server import is_embedded
 
     return None if is_embedded(service.project_root) else read_git_revision(service.project_root).text
 
@@ -320,8 +324,6 @@ def _git_rev(service: RunRecorder) -> str | None:
 def _lost(service, task: _Task, why: str, record: bool, recorded_by: str, address: str,
           outcome: str = "lost") -> FleetOutcome:
     """Record that (card, platform) was not re-verified in this run, and why."""
-    from skill_server.ledger.models import PlatformInfo, normalise_platform
-    from skill_server.reverify.run import CardRun
 
     target = task.target
     reason = f"fleet: not re-verified on {target.key}: {why}"

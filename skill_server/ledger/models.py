@@ -17,15 +17,23 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from verifiers.provenance import PlatformInfo
-
-from skill_server.reverify.claims import ReverifyStatus
 from skill_server.cards.shapes import parse_shape_text  # the server's one shape parser
+from skill_server.cards.vocabulary import VocabularyError, vocabulary
 from skill_server.ledger.signing import Evidence
+from skill_server.reverify.claims import ReverifyStatus
 from skill_server.settings import settings
+from verifiers.provenance import PlatformInfo
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 FUTURE_SLACK = timedelta(minutes=5)
@@ -126,7 +134,6 @@ def default_recorder(tool: str | None = None) -> str:
 def normalise_platform(platform: PlatformInfo) -> PlatformInfo:
     """Resolve the generation against the vocabulary (aliases such as MI355X -> gfx950).
     An unknown GPU generation is refused; a CPU keeps its machine arch."""
-    from skill_server.cards.vocabulary import VocabularyError, vocabulary
 
     if platform.generation is None:
         return platform

@@ -25,12 +25,19 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from verifiers.report import ShapeReport, VerificationReport
-
 from skill_server.cards.schema import Card
-from skill_server.ledger.signing import Signature, canonical_json, sha256_hex
+from skill_server.ledger.models import (
+    ArmResult,
+    LedgerError,
+    ResultRecord,
+    describe_error,
+    parse_shape_text,
+    shape_text,
+)
 from skill_server.ledger.results import ReportToStore
-from skill_server.ledger.models import ArmResult, LedgerError, ResultRecord, describe_error, parse_shape_text, shape_text
+from skill_server.ledger.signing import Signature, canonical_json, sha256_hex
+from verifiers.problem import load_problem
+from verifiers.report import ShapeReport, VerificationReport
 
 MAX_REPORT_BYTES = 16 * 1024 * 1024
 LEDGER_VERDICTS = ("FASTER", "SLOWER", "NO_DIFFERENCE", "FAIL")
@@ -126,7 +133,6 @@ def bind_report(report: VerificationReport, known_cards: dict[str, Card], card_i
 def problem_name(folder: str) -> str:
     """The name the verifier reports for the problem in ``kernels/<folder>/`` (its
     ``PROBLEM.name``; the folder name when the problem cannot be loaded here)."""
-    from verifiers.problem import load_problem
 
     try:
         return load_problem(folder).name

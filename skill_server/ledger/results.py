@@ -26,18 +26,43 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from skill_server import state_dir
+from skill_server.cards.vocabulary import VocabularyError, vocabulary
 from skill_server.ledger.bounded_cache import BoundedCache
-from skill_server.reverify.claims import PlatformStatus
-from skill_server.ledger.signing import Evidence, KeyStore, KeyUnavailable, Signature, SigningKey, default_key_path
-from skill_server.ledger.models import (MAX_PAYLOAD_BYTES, ArmResult, LedgerError, PlatformInfo, RecordRejected, ResultRecord,
-                            ReverificationRow, StoredResult, StoredReverification, parse_shape_text, shape_text,
-                            validate_record)
+from skill_server.ledger.models import (
+    MAX_PAYLOAD_BYTES,
+    ArmResult,
+    LedgerError,
+    PlatformInfo,
+    RecordRejected,
+    ResultRecord,
+    ReverificationRow,
+    StoredResult,
+    StoredReverification,
+    default_recorder,
+    parse_shape_text,
+    shape_text,
+    validate_record,
+)
+from skill_server.ledger.postgres import PostgresStore, is_postgres_url
 from skill_server.ledger.schema import MIGRATIONS, SCHEMA_VERSION
+from skill_server.ledger.signing import Evidence, KeyStore, KeyUnavailable, Signature, SigningKey, default_key_path
 from skill_server.ledger.sqlite import BUSY_TIMEOUT_S, SqliteStore, apply_migrations
-from skill_server.ledger.postgres import is_postgres_url
-from skill_server.ledger.store import (KeyRegistration, LedgerStore, ReportEntry, ResultEntry, ResultQuery, ReverificationEntry,
-                           StoredReport, WriteBatch, WriteReceipt, reverification_content)
+from skill_server.ledger.store import (
+    KeyRegistration,
+    LedgerStore,
+    ReportEntry,
+    ResultEntry,
+    ResultQuery,
+    ReverificationEntry,
+    StoredReport,
+    WriteBatch,
+    WriteReceipt,
+    reverification_content,
+)
+from skill_server.reverify.claims import PlatformStatus
 from skill_server.settings import settings
+from verifiers.arms.sandbox import protect
 
 # signature checks of rows read back, by (key id, the row's exact bytes): skill_server.ledger.bounded_cache
 CHECKED_ROWS: BoundedCache[bool] = BoundedCache(8192)
@@ -56,7 +81,6 @@ def default_ledger_path(project_root: Path, explicit: str | Path | None = None) 
     chosen = explicit or settings().ledger
     if chosen:
         return str(chosen) if is_postgres_url(str(chosen)) else Path(chosen).expanduser().resolve()
-    from skill_server import state_dir  # <project>/var in a checkout; the user's state folder for an installed package
 
     return (state_dir(project_root) / DEFAULT_RELATIVE_PATH.name).resolve()
 
@@ -68,7 +92,6 @@ def default_state_dir(ledger_path: Path | str) -> Path:
     if explicit:
         return Path(explicit).expanduser().resolve()
     if is_postgres_url(str(ledger_path)):
-        from skill_server import state_dir
 
         return state_dir()
     return Path(ledger_path).resolve().parent
@@ -77,7 +100,6 @@ def default_state_dir(ledger_path: Path | str) -> Path:
 def _protect_from_arms(*paths: Path | None) -> None:
     """No verifier arm process of this server may read the key's folder or the ledger's
     (``verifiers.arms.sandbox``: they are left out of every arm's allow-list)."""
-    from verifiers.arms.sandbox import protect
 
     for path in paths:
         if path is not None:
@@ -88,7 +110,6 @@ def open_store(location: Path | str, busy_timeout_s: float = BUSY_TIMEOUT_S) -> 
     """The backend for a location: a ``postgresql://`` URL (``ledger_postgres``, needs
     psycopg) or a SQLite file path."""
     if is_postgres_url(str(location)):
-        from skill_server.ledger.postgres import PostgresStore
 
         return PostgresStore(str(location))
     return SqliteStore(Path(location), busy_timeout_s)
@@ -373,7 +394,6 @@ class Ledger:
 def _who_registers() -> str:
     import socket
 
-    from skill_server.ledger.models import default_recorder
 
     return f"{default_recorder()} on {socket.gethostname()}"[:200]
 
@@ -397,7 +417,6 @@ def _iso(value: datetime | str) -> str:
 
 
 def _generation_aliases(platform: str) -> list[str]:
-    from skill_server.cards.vocabulary import VocabularyError, vocabulary
 
     try:
         gen = vocabulary().generation(platform)

@@ -11,10 +11,14 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
-
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import ValidationError
+
+from skill_server.cards.card_files import CardFileError
+from skill_server.policy.client_policy import ClientInputError
+from skill_server.policy.confinement import ConfinementError
+from skill_server.service.facade import ServiceError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -73,10 +77,6 @@ def tool_errors(fn: F) -> F:
     """Turn the service's anticipated errors into ``ToolError`` so the agent reads the
     actionable message (the SDK hides the text of any other exception). Works on plain
     and ``async`` tool functions."""
-    from skill_server.cards.card_files import CardFileError
-    from skill_server.policy.client_policy import ClientInputError
-    from skill_server.policy.confinement import ConfinementError
-    from skill_server.service.facade import ServiceError
 
     def translate(exc: Exception) -> ToolError:
         if isinstance(exc, ValidationError):

@@ -12,6 +12,7 @@ from typing import Annotated
 from mcp.server import MCPServer
 from pydantic import Field
 
+from skill_server.mcp.app import RECORD_TOOL, VERIFY_TOOL
 from skill_server.mcp.settings import ServerSettings
 from skill_server.service.facade import SkillService
 
@@ -19,7 +20,6 @@ OPTIMIZE_HOTSPOT = "Walk one GPU hotspot from the profiler to a verified, record
 
 
 def register(server: MCPServer, service: SkillService, settings: ServerSettings) -> None:
-    from skill_server.mcp.app import RECORD_TOOL, VERIFY_TOOL
 
     @server.prompt(name="optimize_hotspot", title="Optimise a GPU hotspot with an expert skill",
                    description=OPTIMIZE_HOTSPOT)

@@ -22,9 +22,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from skill_server.policy.confinement import CANDIDATE_FILE, ConfinementError, check_roots, resolve_confined
+from skill_server import REPO_ROOT
 from skill_server.matching.hotspot import MAX_NAME_CHARS
+from skill_server.policy.confinement import CANDIDATE_FILE, ConfinementError, check_roots, resolve_confined
 from skill_server.settings import settings
+from verifiers.arms.candidate import parse_candidate
 
 DEFAULT_MAX_UPLOAD_BYTES = 4 << 20
 DEFAULT_MAX_PROFILE_BYTES = 256 << 20
@@ -46,7 +48,6 @@ def default_file_roots(project_root: Path | None = None) -> tuple[Path, ...]:
     """The project workspace (the server's working folder) and the profiles folder
     (``$SKILL_SERVER_PROFILES_DIR``, else ``<project>/var/profiles``). A working folder
     that is ``/`` or a system folder is left out rather than opening everything."""
-    from skill_server import REPO_ROOT
 
     profiles = Path(settings().profiles_dir or (project_root or REPO_ROOT) / "var" / "profiles")
     roots: list[Path] = []
@@ -93,7 +94,6 @@ class ClientPolicy(BaseModel):
     def candidate(self, spec: str) -> str:
         """``FILE.py:FUNC`` with FILE confined and resolved, or ``arm:NAME`` as given;
         ``package.module:FUNC`` is refused (it would import any module on the server)."""
-        from verifiers.arms.candidate import parse_candidate
 
         if not isinstance(spec, str) or len(spec) > MAX_NAME_CHARS:
             raise ClientInputError(f"candidate: expected FILE.py:FUNC or arm:NAME of at most {MAX_NAME_CHARS} characters")

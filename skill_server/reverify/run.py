@@ -31,11 +31,28 @@ from typing import Any
 
 from skill_server.cards.schema import ParsedCard
 from skill_server.ledger.models import PlatformInfo, ResultRecord, normalise_platform
-from skill_server.reverify.models import (CardReverification, PrerequisiteCheck, ProgressFn, ReverifyProgress, ReverifyReport, ShapeOutcome,
-                              StageResult, short)
+from skill_server.ledger.report_records import ReportRejected, bind_report, derive_records
+from skill_server.reverify.models import (
+    CardReverification,
+    PrerequisiteCheck,
+    ProgressFn,
+    ReverifyProgress,
+    ReverifyReport,
+    ShapeOutcome,
+    StageResult,
+    short,
+)
 from skill_server.reverify.probes import ProbeContext, ProbeLoadError, card_probes, check_prerequisite, probes_path
-from skill_server.reverify.stages import (GateRunner, VerifierRunner, claims_stage, decide, default_gate_runner,
-                              default_verifier_runner, run_gate_stage, verifier_outcomes)
+from skill_server.reverify.stages import (
+    GateRunner,
+    VerifierRunner,
+    claims_stage,
+    decide,
+    default_gate_runner,
+    default_verifier_runner,
+    run_gate_stage,
+    verifier_outcomes,
+)
 
 __all__ = ["CardRun", "Reverifier", "ReverifyProgress", "ReverifyReport", "decide", "now"]
 
@@ -168,7 +185,6 @@ class Reverifier:
         except Exception as exc:  # noqa: BLE001 - the card's own binding could not run: a card failure
             return not_run("FAIL", f"the verifier could not run {vb.problem} ({candidate} vs {baseline}): "
                                    f"{type(exc).__name__}: {exc}")
-        from skill_server.ledger.report_records import ReportRejected, bind_report, derive_records
 
         try:
             bind_report(report, {card.id: card}, card.id)
@@ -211,7 +227,6 @@ class Reverifier:
             stage = StageResult(name="verifier", status="FAIL", reason=f"{EMULATED_PLATFORM}: the verifier could not run "
                                 f"{vb.problem} (arm:{candidate} vs {baseline}): {type(exc).__name__}: {exc}")
             return stage, [], None, [], emulated_platform()
-        from skill_server.ledger.report_records import ReportRejected, bind_report, derive_records
 
         platform = emulated_platform(report.provenance.device_name)
         try:

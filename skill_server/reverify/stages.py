@@ -16,13 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from skill_server.card_verifier import run_card_verifier
 from skill_server.cards.artifacts import parse_artifact
 from skill_server.cards.schema import Card, ParsedCard, VerifierBinding
-from skill_server.reverify.claims import ReverifyStatus
-from skill_server.ledger.models import PlatformInfo, parse_shape_text, shape_text
-from skill_server.reverify.models import ShapeOutcome, StageResult, short
 from skill_server.cards.vocabulary import VocabularyError, vocabulary
-from skill_server.card_verifier import run_card_verifier
+from skill_server.ledger.models import PlatformInfo, parse_shape_text, shape_text
+from skill_server.reverify.claims import ReverifyStatus
+from skill_server.reverify.models import ShapeOutcome, StageResult, short
+from verifiers.gfx950.check import check_kernel
 
 DRIFT_TOLERANCE = 0.05  # relative; a card's expects.noise_floor widens it
 GateRunner = Callable[[str], list[Any]]
@@ -30,7 +31,6 @@ VerifierRunner = Callable[..., Any]
 
 
 def default_gate_runner(folder: str) -> list[Any]:
-    from verifiers.gfx950.check import check_kernel
 
     return check_kernel(folder)
 
