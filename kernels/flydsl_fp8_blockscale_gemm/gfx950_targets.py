@@ -213,9 +213,12 @@ def _emulated(name: str, dims: dict, cfg: BlockscaleConfig, arm: str, descriptio
     n, k = dims["N"], dims["K"]
 
     def make():
-        from .flydsl_gemm import compile_args
+        from .flydsl_gemm import check_shapes, compile_blockscale_gemm, placeholder_args
 
-        return compile_args(dims["M"], n, k, cfg)
+        check_shapes(dims["M"], n, k, cfg)
+        # a fresh launcher, not the lru-cached one: two arms (recipe_*, xcd8_*) compile the same
+        # config in one batch, and a launcher FlyDSL already compiled there dumps no ISA again
+        return compile_blockscale_gemm.__wrapped__(n, k, cfg), placeholder_args(dims["M"], n, k)
 
     gemm = emulation_kernel("gemm", make, {"N": n, "K": k, **describe(cfg)})
     return EmulatedArm(name=name, arm=arm, dims=dims, kernels={"gemm": gemm}, build="flydsl_gemm:build_emulated",
@@ -228,7 +231,22 @@ EMU_SMALL = {"M": 128, "N": 256, "K": 256}
 #: the smallest valid shape of the card config: one 64-row tile, one 256-wide N tile, one K tile
 EMU_SMALLEST = {"M": 64, "N": 256, "K": 128}
 
+def _recipe(dims: dict) -> BlockscaleConfig:
+    """The config ``recipe.config_for`` picks at ``dims`` (the emulation shapes are 4-wave shapes:
+    K < 4096; the 8-wave row is emulated under its own arm below)."""
+    from .recipe import config_for
+
+    cfg = config_for(dims["M"], dims["N"], dims["K"])
+    if not isinstance(cfg, BlockscaleConfig):
+        raise ValueError(f"recipe picks {cfg} at {dims}: declare it under the 8-wave arm")
+    return cfg
+
+
 EMULATED_ARMS = [
+    _emulated("recipe_smallest", EMU_SMALLEST, _recipe(EMU_SMALLEST), "flydsl_recipe",
+              "the card's recipe at the problem's emulation shape (config_for -> the 4-wave core)"),
+    _emulated("recipe_small", EMU_SMALL, _recipe(EMU_SMALL), "flydsl_recipe",
+              "the card's recipe at the hidden emulation shape (config_for -> the 4-wave core)"),
     _emulated("xcd8_smallest", EMU_SMALLEST, CARD_CONFIG_XCD8, "flydsl_4wave",
               "card config at its smallest valid shape (the emulator benchmark's case)"),
     _emulated("xcd8_small", EMU_SMALL, CARD_CONFIG_XCD8, "flydsl_4wave",
@@ -251,9 +269,10 @@ def _emulated_8wave(name: str, dims: dict, cfg: EightWaveConfig, description: st
     k = dims["K"]
 
     def make():
-        from .flydsl_8wave import compile_args
+        from .flydsl_8wave import check_shapes, compile_args, make_launcher
 
-        return compile_args(dims["M"], dims["N"], k, cfg)
+        check_shapes(dims["M"], dims["N"], k)
+        return make_launcher.__wrapped__(k, cfg), compile_args(dims["M"], dims["N"], k, cfg)[1]  # fresh (see above)
 
     gemm = emulation_kernel("gemm", make, {"K": k, **describe_8wave(cfg)})
     return EmulatedArm(name=name, arm="flydsl_8wave_cluster", dims=dims, kernels={"gemm": gemm},
