@@ -213,12 +213,9 @@ def _emulated(name: str, dims: dict, cfg: BlockscaleConfig, arm: str, descriptio
     n, k = dims["N"], dims["K"]
 
     def make():
-        from .flydsl_gemm import check_shapes, compile_blockscale_gemm, placeholder_args
+        from .flydsl_gemm import compile_args
 
-        check_shapes(dims["M"], n, k, cfg)
-        # a fresh launcher, not the lru-cached one: two arms (recipe_*, xcd8_*) compile the same
-        # config in one batch, and a launcher FlyDSL already compiled there dumps no ISA again
-        return compile_blockscale_gemm.__wrapped__(n, k, cfg), placeholder_args(dims["M"], n, k)
+        return compile_args(dims["M"], n, k, cfg)
 
     gemm = emulation_kernel("gemm", make, {"N": n, "K": k, **describe(cfg)})
     return EmulatedArm(name=name, arm=arm, dims=dims, kernels={"gemm": gemm}, build="flydsl_gemm:build_emulated",
@@ -269,10 +266,9 @@ def _emulated_8wave(name: str, dims: dict, cfg: EightWaveConfig, description: st
     k = dims["K"]
 
     def make():
-        from .flydsl_8wave import check_shapes, compile_args, make_launcher
+        from .flydsl_8wave import compile_args
 
-        check_shapes(dims["M"], dims["N"], k)
-        return make_launcher.__wrapped__(k, cfg), compile_args(dims["M"], dims["N"], k, cfg)[1]  # fresh (see above)
+        return compile_args(dims["M"], dims["N"], k, cfg)
 
     gemm = emulation_kernel("gemm", make, {"K": k, **describe_8wave(cfg)})
     return EmulatedArm(name=name, arm="flydsl_8wave_cluster", dims=dims, kernels={"gemm": gemm},
