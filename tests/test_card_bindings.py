@@ -30,7 +30,7 @@ def test_card_parity_mode_follows_expects():
 
 
 DRIFTS = [  # (card, text in SKILL.md, replacement, field reported, message part)
-    (BLOCKSCALE, "reference: {rocm: flydsl_4wave,", "reference: {rocm: flydsl_5wave,", "verifier.reference.rocm",
+    (BLOCKSCALE, "reference: {rocm: flydsl_recipe,", "reference: {rocm: flydsl_5wave,", "verifier.reference.rocm",
      "'flydsl_5wave' for rocm is not an arm"),
     (BLOCKSCALE, "cpu: torch_dequant}", "cpu: ck_blockscale}", "verifier.baseline.cpu", "runs on ['rocm'], not on cpu"),
     (MXFP8, "min_cosine: 0.9999}", "min_cosine: 0.99}", "verifier.parity.min_cosine", "0.99 in the card, 0.9999"),

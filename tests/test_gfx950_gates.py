@@ -536,3 +536,18 @@ def test_second_run_hits_the_cache(reports):
     out = io.StringIO()
     assert check_kernel_command(FOLDER, "t64x256x128_wpe2_xcd8_qup", as_json=True, out=out) == 0
     assert json.loads(out.getvalue())[0]["status"] == "PASS"
+
+
+@pytest.mark.flydsl
+@pytest.mark.timeout(600)
+def test_two_targets_sharing_one_launcher_compile_in_one_batch(tmp_path):
+    """``recipe_smallest`` and ``xcd8_smallest`` compile the very same (lru-cached) launcher.
+    In one compile process FlyDSL reuses the kernel and dumps nothing for the second target;
+    the batch must hand it the first one's code, not report 'no kernel'."""
+    if genv.toolchain_problem():
+        pytest.skip(genv.toolchain_problem())
+    names = ["emu_xcd8_smallest_gemm", "emu_recipe_smallest_gemm"]
+    arts = gcompile.compile_targets(FOLDER, names, use_cache=False, cache_dir=tmp_path, jobs=1)
+    assert all(arts[n].status == "ok" for n in names), {n: arts[n].reason for n in names}
+    (a,), (b,) = arts[names[0]].kernels, arts[names[1]].kernels
+    assert a.kernel == b.kernel and a.isa == b.isa and b.code_object_file

@@ -59,3 +59,22 @@ def test_negative_targets_are_caught(target, must_fail):
     r = _report(target)
     assert r.negative and r.holds, r.failed
     assert must_fail <= set(r.failed)
+
+
+def test_the_scale_is_in_both_cache_identities():
+    """One scale per build, a compile argument of the fused producer and of the infp8 reducer:
+    each is cached per scale, and each kernel's name carries it (the runtime-signature check
+    reads those tags); the 'dropped' variant keeps the producer's tag but not its arithmetic,
+    which only the gates' exact-constant rule and parity can see."""
+    pytest.importorskip("flydsl")
+    from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.flydsl_reduce import make_reduce
+    from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.flydsl_stage2_gemm import make_gemm
+    from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.naming import check_scale_consistency
+
+    g1, g2 = make_gemm(7168, 2048, REF_SCALE), make_gemm(7168, 2048, 2 * REF_SCALE)
+    r1, r2 = make_reduce(8, 7168, REF_SCALE), make_reduce(8, 7168, 2 * REF_SCALE)
+    assert g1 is make_gemm(7168, 2048, REF_SCALE) and g1 is not g2 and r1 is not r2
+    assert g1.kernel_name == gemm_name(True, REF_SCALE, flavour="cshuffle") != g2.kernel_name
+    assert check_scale_consistency([g1.kernel_name, r1.kernel_name]) == []
+    assert check_scale_consistency([g1.kernel_name, r2.kernel_name])  # producer/reducer mismatch
+    assert make_gemm(7168, 2048, REF_SCALE, "dropped").kernel_name == g1.kernel_name

@@ -67,7 +67,9 @@ def test_a_flydsl_checkout_on_the_path_with_a_block_scale_gemm_is_found(catalog,
         "import flydsl\n\ndef compile_fp8_blockscale_gemm(): ...\n")
     with fresh_kernels_import(monkeypatch, tmp_path / "checkout"):
         res = probes(catalog, BLOCKSCALE)["flydsl_software_blockscale_core"](ctx(catalog, BLOCKSCALE))
-    assert res["met"] is True and any("fp8_gemm_blockscale_preshuffle.py" in e for e in res["evidence"])
+    # found, but a file name is no proof of a software promote (upstream's newer mode is E8M0)
+    assert res["met"] is None and any("fp8_gemm_blockscale_preshuffle.py" in e for e in res["evidence"])
+    assert "check it for E8M0 before use" in res["detail"]
 
 
 @needs_flydsl
@@ -119,7 +121,7 @@ def test_the_projects_own_kernels_folder_is_not_mistaken_for_a_flydsl_checkout(m
 needs_toolchain = pytest.mark.skipif(toolchain_problem() is not None, reason="FlyDSL / ld.lld for gfx950 not installed")
 
 
-FLYDSL_ARM = {BLOCKSCALE: "flydsl_4wave", MXFP8: "flydsl_4wave", MOE: "flydsl_fp8"}  # the cards' rocm reference arms
+FLYDSL_ARM = {BLOCKSCALE: "flydsl_recipe", MXFP8: "flydsl_4wave", MOE: "flydsl_fp8"}  # the cards' rocm reference arms
 GATE_TARGET = {MOE: "gemm_cshuffle_pf8_n7168_k2048"}  # the MoE capability is the fused GEMM's: its gate must pass
 
 

@@ -67,7 +67,7 @@ def test_confirmed_needs_every_shape_faster_at_the_floor_on_a_claimed_platform(s
     report = run(svc, verifier=v)
     c = report.cards[0]
     assert c.status == "CONFIRMED" and c.platform == "rocm/gfx950"
-    assert v.calls == [(BLOCKSCALE, "flydsl_4wave", "ck_blockscale",
+    assert v.calls == [(BLOCKSCALE, "flydsl_recipe", "ck_blockscale",
                         ["4096x65536x1536", "4096x2048x7168", "16384x1536x7168", "16384x7168x768"])]
     assert all(o.holds and o.floor == 1.05 for o in c.shapes)
     hist = svc.get_validation_history(BLOCKSCALE)

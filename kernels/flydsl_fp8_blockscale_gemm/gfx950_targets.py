@@ -228,7 +228,22 @@ EMU_SMALL = {"M": 128, "N": 256, "K": 256}
 #: the smallest valid shape of the card config: one 64-row tile, one 256-wide N tile, one K tile
 EMU_SMALLEST = {"M": 64, "N": 256, "K": 128}
 
+def _recipe(dims: dict) -> BlockscaleConfig:
+    """The config ``recipe.config_for`` picks at ``dims`` (the emulation shapes are 4-wave shapes:
+    K < 4096; the 8-wave row is emulated under its own arm below)."""
+    from .recipe import config_for
+
+    cfg = config_for(dims["M"], dims["N"], dims["K"])
+    if not isinstance(cfg, BlockscaleConfig):
+        raise ValueError(f"recipe picks {cfg} at {dims}: declare it under the 8-wave arm")
+    return cfg
+
+
 EMULATED_ARMS = [
+    _emulated("recipe_smallest", EMU_SMALLEST, _recipe(EMU_SMALLEST), "flydsl_recipe",
+              "the card's recipe at the problem's emulation shape (config_for -> the 4-wave core)"),
+    _emulated("recipe_small", EMU_SMALL, _recipe(EMU_SMALL), "flydsl_recipe",
+              "the card's recipe at the hidden emulation shape (config_for -> the 4-wave core)"),
     _emulated("xcd8_smallest", EMU_SMALLEST, CARD_CONFIG_XCD8, "flydsl_4wave",
               "card config at its smallest valid shape (the emulator benchmark's case)"),
     _emulated("xcd8_small", EMU_SMALL, CARD_CONFIG_XCD8, "flydsl_4wave",

@@ -236,12 +236,9 @@ def _calibrated(dims: dict) -> float:
 
 def _emu_reduce(dims: dict, fp8: bool, scale_factor: float = 1.0):
     def make():
-        from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.flydsl_reduce import make_reduce, placeholder_args
+        from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.flydsl_reduce import compile_args
 
-        scale = _calibrated(dims) * scale_factor if fp8 else None
-        # a fresh launcher, not make_reduce's cached one: several arms compile this very reducer
-        # in one batch, and a launcher FlyDSL already compiled in the process dumps no ISA again
-        return make_reduce.__wrapped__(dims["top_k"], dims["N"], scale), placeholder_args(dims["top_k"], dims["N"], fp8)
+        return compile_args(dims["top_k"], dims["N"], _calibrated(dims) * scale_factor if fp8 else None)
 
     cfg = {"kernel": "reduce", "top_k": dims["top_k"], "N": dims["N"], "fp8": fp8, "scale_factor": scale_factor}
     return emulation_kernel("reduce", make, cfg)
@@ -279,11 +276,9 @@ EMULATED_ARMS = [
 
 def _emu_gemm(dims: dict, fp8: bool, scale_factor: float = 1.0, scale_mode: str = "scaled"):
     def make():
-        from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.flydsl_stage2_gemm import make_gemm, placeholder_args
+        from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.flydsl_stage2_gemm import compile_args
 
-        scale = _calibrated(dims) * scale_factor if fp8 else None
-        # a fresh launcher (see _emu_reduce): the wrong-reducer arm compiles this very GEMM too
-        return make_gemm.__wrapped__(dims["N"], dims["K"], scale, scale_mode), placeholder_args(dims["N"], dims["K"], fp8)
+        return compile_args(dims["N"], dims["K"], _calibrated(dims) * scale_factor if fp8 else None, scale_mode)
 
     cfg = {"kernel": "gemm", "N": dims["N"], "K": dims["K"], "fp8": fp8, "scale_factor": scale_factor,
            "scale_mode": scale_mode}
