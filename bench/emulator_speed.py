@@ -10,7 +10,8 @@ Cases (each checked for correctness, so a fast wrong emulator cannot score):
    against the problem's oracle with its parity rules. ``--full`` runs M=4096, the card's
    4096x2048x7168; otherwise the full-shape time is extrapolated from the per-workgroup rate
    (every workgroup runs the same instruction count) and marked as such.
-Writes ``emulator_speed_<label>.json``; ``emulator_speed.md`` is written by hand from those.
+Writes ``emulator_speed_<label>.json``. ``--report BEFORE AFTER [BEFORE AFTER ...]`` (labels)
+writes ``emulator_speed.md``: the pairs side by side with their ratio and the goals.
 """
 from __future__ import annotations
 
@@ -96,14 +97,69 @@ def blockscale_deepk(m: int) -> dict:
     return out
 
 
+INTRO = """\
+`before`: the one-wave-at-a-time emulator of main 08d2aec (`git archive 08d2aec`, this script
+copied in, run from there); `after`: this branch's lockstep executor. Each pair ran back to
+back on the same 2-core machine, shared with other sessions' work (load average 8-11, see
+the runs below: each process got well under one core, so absolute figures on an idle
+machine are several times better; compare the ratios). The before engine runs one wave at
+a time, so its rate does not depend on M; the lockstep engine batches up to 128 waves, which
+the card shape (512 workgroups) always fills, as the M=256 run does. The card-shape figures
+are extrapolated from the per-workgroup time (every workgroup runs the same instructions);
+`python bench/emulator_speed.py --full` measures it (about 16x the M=256 run).
+
+"""
+
+GOAL_SPEEDUP = 20.0  # issue 26: >= 20x the wave-instructions/s of 2026-12-02
+GOAL_CARD_SECONDS = 120.0  # the block-scale card's 4096x2048x7168 end to end on this machine
+
+
+def report(out: Path, pairs: list[tuple[str, str]]) -> str:
+    """emulator_speed.md from labelled runs: each (before, after) pair side by side."""
+    rows = ["| case | before | after | after / before | goal |", "|---|---|---|---|---|"]
+    runs = []
+    for before, after in pairs:
+        b = json.loads((out / f"emulator_speed_{before}.json").read_text())
+        a = json.loads((out / f"emulator_speed_{after}.json").read_text())
+        runs += [(before, b), (after, a)]
+        for key in ("triton_fp8_gemm_512x512x1024", "blockscale_deepk"):
+            if key not in b or key not in a:
+                continue
+            rb, ra = b[key], a[key]
+            dims = "x".join(str(ra["dims"][k]) for k in ("M", "N", "K"))
+            name = f"Triton fp8 GEMM {dims}" if key.startswith("triton") else f"block-scale deep-K kernel {dims}"
+            ok = ra.get("ok", ra.get("parity_holds"))
+            rows.append(f"| {name}: wave-instructions/s | {rb['wave_instr_per_s']:,} | {ra['wave_instr_per_s']:,} | "
+                        f"{ra['wave_instr_per_s'] / rb['wave_instr_per_s']:.1f}x | >= {GOAL_SPEEDUP:g}x |")
+            rows.append(f"| {name}: seconds (GFLOP/s) | {rb['seconds']} ({rb['gflops']}) | {ra['seconds']} "
+                        f"({ra['gflops']}) | {rb['seconds'] / ra['seconds']:.1f}x faster | correct: "
+                        f"{'yes' if ok else 'NO'} |")
+            if key == "blockscale_deepk":
+                how = "measured" if ra["card_shape_measured"] else "extrapolated from this run's per-workgroup time"
+                rows.append(f"| card shape 4096x2048x7168 end to end, s ({how}) | {rb['card_shape_seconds']} | "
+                            f"{ra['card_shape_seconds']} | {rb['card_shape_seconds'] / ra['card_shape_seconds']:.1f}x | "
+                            f"<= {GOAL_CARD_SECONDS:g} s |")
+    meta = "\n".join(f"- `{lab}`: `{d['command']}`, {d['date']}, {d['device']}, load average "
+                      f"{d['load_average_before'][0]:.1f} before / {d['load_average_after'][0]:.1f} after"
+                      for lab, d in runs)
+    return "\n".join(rows) + "\n\nRuns:\n" + meta + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--report", nargs="+", metavar="LABEL", help="write emulator_speed.md from labelled runs")
     ap.add_argument("--label", default="now")
     ap.add_argument("--m", type=int, default=64)
     ap.add_argument("--full", action="store_true", help="run the card shape 4096x2048x7168 (M=4096)")
     ap.add_argument("--skip-triton", action="store_true")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = ap.parse_args()
+    if args.report:
+        labels = args.report
+        md = report(Path(args.out), list(zip(labels[::2], labels[1::2])))
+        (Path(args.out) / "emulator_speed.md").write_text("# gfx950 emulator speed (issue 26)\n\n" + INTRO + md)
+        print(md)
+        return 0
     doc = {
         "command": "python bench/emulator_speed.py " + " ".join(sys.argv[1:]),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
