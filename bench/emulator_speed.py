@@ -100,7 +100,7 @@ def blockscale_deepk(m: int) -> dict:
 INTRO = """\
 `before`: the one-wave-at-a-time emulator of main 08d2aec (`git archive 08d2aec`, this script
 copied in, run from there); `after`: this branch's lockstep executor. Each pair ran back to
-back on the same 2-core machine, shared with other sessions' work (load average 8-11, see
+back on the same 2-core machine, shared with other sessions' work (load average 3.5-7, see
 the runs below: each process got well under one core, so absolute figures on an idle
 machine are several times better; compare the ratios). The before engine runs one wave at
 a time, so its rate does not depend on M; the lockstep engine batches up to 128 waves, which
