@@ -76,8 +76,12 @@ def blockscale_deepk(m: int) -> dict:
         t.fill_(float("nan"))
     from skill_kernels.flydsl_fp8_blockscale_gemm.flydsl_gemm import launcher_args
 
+    from verifiers.gfx950.emulator.dispatch import launch
+
     t0 = time.perf_counter()
-    report = kernel(*launcher_args(inputs, outputs))
+    hl = kernel.host.run(launcher_args(inputs, outputs))  # the card's own launcher, as the verifier arm runs it
+    report = launch(kernel.code_object, hl.kernel, hl.grid, hl.block, hl.args, dynamic_lds_bytes=hl.dynamic_lds_bytes,
+                    max_seconds=None)  # the card shape may take longer than launch's default budget
     seconds = time.perf_counter() - t0
     rules = rules_from(problem.parity)
     oracle = problem.oracle(pristine, dims)
