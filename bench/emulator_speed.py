@@ -10,7 +10,8 @@ Cases (each checked for correctness, so a fast wrong emulator cannot score):
    against the problem's oracle with its parity rules. ``--full`` runs M=4096, the card's
    4096x2048x7168; otherwise the full-shape time is extrapolated from the per-workgroup rate
    (every workgroup runs the same instruction count) and marked as such.
-Writes ``emulator_speed_<label>.json``; ``emulator_speed.md`` is written by hand from those.
+Writes ``emulator_speed_<label>.json``. ``--report BEFORE AFTER [BEFORE AFTER ...]`` (labels)
+writes ``emulator_speed.md``: the pairs side by side with their ratio and the goals.
 """
 from __future__ import annotations
 
@@ -75,8 +76,12 @@ def blockscale_deepk(m: int) -> dict:
         t.fill_(float("nan"))
     from skill_kernels.flydsl_fp8_blockscale_gemm.flydsl_gemm import launcher_args
 
+    from verifiers.gfx950.emulator.dispatch import launch
+
     t0 = time.perf_counter()
-    report = kernel(*launcher_args(inputs, outputs))
+    hl = kernel.host.run(launcher_args(inputs, outputs))  # the card's own launcher, as the verifier arm runs it
+    report = launch(kernel.code_object, hl.kernel, hl.grid, hl.block, hl.args, dynamic_lds_bytes=hl.dynamic_lds_bytes,
+                    max_seconds=None)  # the card shape may take longer than launch's default budget
     seconds = time.perf_counter() - t0
     rules = rules_from(problem.parity)
     oracle = problem.oracle(pristine, dims)
@@ -96,14 +101,74 @@ def blockscale_deepk(m: int) -> dict:
     return out
 
 
+INTRO = """\
+`before`: the one-wave-at-a-time emulator of main 08d2aec (`git archive 08d2aec`, this script
+copied in, run from there); `after`: this branch's lockstep executor. The `_quiet` runs and
+`after_full` ran when the 2-core machine was otherwise idle (load average below 2); the other
+pairs ran back to back while other sessions' work shared it (load 3.5-7: each process got
+about a third of a core, so compare ratios, not absolute figures, across the two groups).
+The before engine runs one wave at a time, so its rate does not depend on M and its
+card-shape time is extrapolated from M=64 (every workgroup runs the same instructions); the
+lockstep engine batches up to 128 waves, which the card shape (512 workgroups) always fills,
+as M=256 does. `after_full` is the card's 4096x2048x7168 measured end to end (the card's
+launcher, the emulated kernel, parity against the problem's oracle).
+
+"""
+
+GOAL_SPEEDUP = 20.0  # issue 26: >= 20x the wave-instructions/s of 2026-12-02
+GOAL_CARD_SECONDS = 120.0  # the block-scale card's 4096x2048x7168 end to end on this machine
+
+
+def report(out: Path, pairs: list[tuple[str, str]]) -> str:
+    """emulator_speed.md from labelled runs: each (before, after) pair side by side."""
+    rows = ["| case | before | after | after / before | goal |", "|---|---|---|---|---|"]
+    runs: dict[str, dict] = {}
+    for before, after in pairs:
+        b = json.loads((out / f"emulator_speed_{before}.json").read_text())
+        a = json.loads((out / f"emulator_speed_{after}.json").read_text())
+        runs.update({before: b, after: a})
+        rows.append(f"| **{before} vs {after}** | | | | |")
+        for key in ("triton_fp8_gemm_512x512x1024", "blockscale_deepk"):
+            if key not in b or key not in a:
+                continue
+            rb, ra = b[key], a[key]
+            dims = "x".join(str(ra["dims"][k]) for k in ("M", "N", "K"))
+            name = f"Triton fp8 GEMM {dims}" if key.startswith("triton") else f"block-scale deep-K kernel {dims}"
+            ok = ra.get("ok", ra.get("parity_holds"))
+            rows.append(f"| {name}: wave-instructions/s | {rb['wave_instr_per_s']:,} | {ra['wave_instr_per_s']:,} | "
+                        f"{ra['wave_instr_per_s'] / rb['wave_instr_per_s']:.1f}x | >= {GOAL_SPEEDUP:g}x |")
+            same = rb["dims"] == ra["dims"]
+            if same:  # else: a before rate (one wave at a time: independent of M) against a larger after run
+                rows.append(f"| {name}: seconds (GFLOP/s) | {rb['seconds']} ({rb['gflops']}) | {ra['seconds']} "
+                            f"({ra['gflops']}) | {rb['seconds'] / ra['seconds']:.1f}x faster | correct: "
+                            f"{'yes' if ok else 'NO'} |")
+            if key == "blockscale_deepk":
+                how_a = "measured" if ra["card_shape_measured"] else "extrapolated"
+                how_b = "measured" if rb["card_shape_measured"] else "extrapolated"
+                rows.append(f"| card shape 4096x2048x7168 end to end, s (before {how_b}, after {how_a}; correct: "
+                            f"{'yes' if ok else 'NO'}) | {rb['card_shape_seconds']} | {ra['card_shape_seconds']} | "
+                            f"{rb['card_shape_seconds'] / ra['card_shape_seconds']:.1f}x | <= {GOAL_CARD_SECONDS:g} s |")
+    meta = "\n".join(f"- `{lab}`: `{d['command']}`, {d['date']}, {d['device']}, load average "
+                      f"{d['load_average_before'][0]:.1f} before / {d['load_average_after'][0]:.1f} after"
+                      for lab, d in runs.items())
+    return "\n".join(rows) + "\n\nRuns:\n" + meta + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--report", nargs="+", metavar="LABEL", help="write emulator_speed.md from labelled runs")
     ap.add_argument("--label", default="now")
     ap.add_argument("--m", type=int, default=64)
     ap.add_argument("--full", action="store_true", help="run the card shape 4096x2048x7168 (M=4096)")
     ap.add_argument("--skip-triton", action="store_true")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = ap.parse_args()
+    if args.report:
+        labels = args.report
+        md = report(Path(args.out), list(zip(labels[::2], labels[1::2])))
+        (Path(args.out) / "emulator_speed.md").write_text("# gfx950 emulator speed (issue 26)\n\n" + INTRO + md)
+        print(md)
+        return 0
     doc = {
         "command": "python bench/emulator_speed.py " + " ".join(sys.argv[1:]),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),

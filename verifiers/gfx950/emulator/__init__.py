@@ -7,8 +7,10 @@
 Modules, one job each: ``elf`` / ``msgpack_reader`` / ``descriptor`` / ``code_object``
 (loading), ``decoder`` (LLVM's disassembler -> ``Instruction``), ``operands``, ``state``
 (per-wave registers and poison), ``memory`` (argument buffers, LDS), ``hazards``,
-``ops/`` (instruction semantics by family), ``numerics`` (fp8/bf16/fma), ``program``,
-``executor`` (waves and barriers), ``dispatch`` (argument checks, register setup, ``launch``),
+``ops/`` (instruction semantics by family; ``ops.batched``: the same for many waves at
+once), ``numerics`` (fp8/bf16/fma), ``program``, ``lockstep`` (many waves per decoded
+instruction), ``executor`` (one wave at a time, barriers), ``dispatch`` (argument checks,
+register setup, ``launch``),
 ``report`` (typed result), ``flydsl_host`` / ``flydsl_arm`` (FlyDSL launchers and the cards'
 arms on the emulator). Importing this package imports neither torch nor flydsl.
 """

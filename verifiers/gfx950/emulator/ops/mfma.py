@@ -73,7 +73,29 @@ def _decode(codes: np.ndarray, kind: str) -> np.ndarray:
     raise ValueError(kind)
 
 
-def _matrix(raw: np.ndarray, kind: str, m: int, k: int, elem_bytes: int) -> np.ndarray:
+#: recently decoded operands, per (role, format, shape, layout function): [(raw copy, matrix)]
+_RECENT: dict[tuple, list] = {}
+_RECENT_SIZE = 8
+
+
+def _matrix(raw: np.ndarray, kind: str, m: int, k: int, elem_bytes: int, role: str = "") -> np.ndarray:
+    """``_decode_matrix`` with a small cache by register content: a GEMM's K loop feeds the
+    same A (B) registers to several MFMAs in a row, and decoding them is most of an MFMA's cost."""
+    key = (role, kind, m, k, elem_bytes, raw.shape, operand_layout)
+    recent = _RECENT.setdefault(key, [])
+    for i, (seen, mat) in enumerate(recent):
+        if np.array_equal(seen, raw):
+            if i:
+                recent.insert(0, recent.pop(i))
+            return mat
+    mat = _decode_matrix(raw, kind, m, k, elem_bytes)
+    mat.setflags(write=False)
+    recent.insert(0, (raw.copy(), mat))
+    del recent[_RECENT_SIZE:]
+    return mat
+
+
+def _decode_matrix(raw: np.ndarray, kind: str, m: int, k: int, elem_bytes: int) -> np.ndarray:
     """[..., dwords, 64] operand registers -> [..., m, k] float64 matrix: the element codes are
     gathered into matrix order first (the inverse of ``operand_layout``), then decoded."""
     by_lane = np.ascontiguousarray(np.swapaxes(raw, -1, -2))  # [..., 64, dwords]
@@ -142,8 +164,8 @@ def _spec(ins):  # noqa: ANN001
 def _product(spec, ins, a_raw, b_raw, c_raw, sa_reg=None, sb_reg=None):  # noqa: ANN001
     """D [..., regs, 64] float32 from the raw operand dwords ([..., dwords, 64]; any leading axes)."""
     scaled, mm, kk, fa, fb, elem = spec
-    A = _matrix(a_raw, fa, mm, kk, elem)
-    B = _matrix(b_raw, fb, mm, kk, elem)
+    A = _matrix(a_raw, fa, mm, kk, elem, "a")
+    B = _matrix(b_raw, fb, mm, kk, elem, "b")
     if scaled:
         A = A * _scale_grid(sa_reg, scale_byte(ins, 0), mm, kk)
         B = B * _scale_grid(sb_reg, scale_byte(ins, 1), mm, kk)
