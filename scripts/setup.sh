@@ -42,6 +42,8 @@ if { ! command -v ld.lld-22 >/dev/null 2>&1 && [ ! -x /usr/lib/llvm-22/bin/ld.ll
     echo "setup: lld-22 / llvm-22 missing: run 'apt-get install lld-22 llvm-22' as root (the gfx950 compile step and the emulator need them)" >&2
     exit 1
   fi
+  { command -v ld.lld-22 >/dev/null 2>&1 || [ -x /usr/lib/llvm-22/bin/ld.lld ]; } && [ -x /usr/lib/llvm-22/bin/llvm-objdump ] \
+    || { echo "setup: lld-22 / llvm-22 still missing after apt-get install lld-22 llvm-22" >&2; exit 1; }
 fi
 # The PostgreSQL server binaries (initdb, pg_ctl, postgres) for the ledger's PostgreSQL tests.
 if ! "$PY" tests/pg_cluster.py check >/dev/null 2>&1; then
