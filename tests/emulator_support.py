@@ -84,9 +84,8 @@ def mutate_handler(monkeypatch, mnemonic: str, handler) -> None:  # noqa: ANN001
     """Run ``mnemonic`` with ``handler`` (a deliberately wrong variant) for the rest of the
     test: replaces the registered handler and drops the bound-program cache."""
     from verifiers.gfx950.emulator import dispatch
-    from verifiers.gfx950.emulator.ops import HANDLERS, _load
+    from verifiers.gfx950.emulator.ops import HANDLERS
 
-    _load()
     assert mnemonic in HANDLERS, f"{mnemonic} is not an implemented opcode"
     monkeypatch.setitem(HANDLERS, mnemonic, handler)
     monkeypatch.setattr(dispatch, "_PROGRAMS", {})

@@ -136,10 +136,9 @@ def test_div_scale_and_fmas_agree(monkeypatch, broken):
     (Leaving out both is harmless here: the emulator keeps f32 denormals, so the unscaled
     Newton-Raphson steps are exact enough; the rescaling exists for the hardware's
     denormal-flushing modes.)"""
-    from verifiers.gfx950.emulator.ops import HANDLERS, _load
+    from verifiers.gfx950.emulator.ops import HANDLERS
     from verifiers.gfx950.emulator.ops.common import srcs, write, write_mask
 
-    _load()
     true_scale = HANDLERS["v_div_scale_f32"]
 
     def wrong(w, ins):  # noqa: ANN001

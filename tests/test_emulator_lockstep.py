@@ -59,11 +59,9 @@ def test_lockstep_batches_the_hot_instructions(monkeypatch):
     """MFMA, LDS reads, global->LDS loads and elementwise VALU run through their batched handlers."""
     from collections import Counter
 
-    from verifiers.gfx950.emulator.ops import _load
     from verifiers.gfx950.emulator.ops import batched as B
     from verifiers.gfx950.emulator.validation.triton_cases import run_case
 
-    _load()
     calls: Counter = Counter()
     for name in ("v_mfma_f32_16x16x128_f8f6f4", "ds_read_b128", "global_load_lds_dwordx4", "s_waitcnt"):
         per_wave, fn = B.BATCHED[name]
@@ -87,10 +85,8 @@ def test_lockstep_batches_the_hot_instructions(monkeypatch):
 
 def test_pure_ops_batch_only_when_rows_agree():
     """An elementwise op written for one 64-lane row (a Python loop over lanes) is not batched."""
-    from verifiers.gfx950.emulator.ops import _load
     from verifiers.gfx950.emulator.ops.batched import pure_batched
 
-    _load()
     assert pure_batched("v_add_u32") is not None
     assert pure_batched("v_fma_f32") is not None
     assert pure_batched("v_bcnt_u32_b32") is None  # lane loop: per-wave only

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from verifiers.arms.candidate import CandidateSpec, parse_candidate
+from verifiers.gfx950.emulator import verifier_arms
+from verifiers.launch.runner import VerifyCancelled, failed_report, run_judge
 from verifiers.options import VerifyOptions
 from verifiers.problem import EMULATED_PLATFORM, Problem, for_platform, is_problem_path, load_problem
 from verifiers.provenance import git_state, host_and_time
@@ -26,7 +28,6 @@ from verifiers.report import (
     overall_verdict,
     plot_rounds,
 )
-from verifiers.launch.runner import VerifyCancelled, failed_report, run_judge
 
 __all__ = ["VerifyCancelled", "VerifyOptions", "VerificationReport", "verify", "resolve_shapes"]
 
@@ -50,7 +51,6 @@ def check_emulated(problem: Problem, spec: CandidateSpec, shapes: list[str]) -> 
     """Bad input for the gfx950-emulated platform, before any process starts: a box that
     cannot compile or emulate says what is missing; shapes must be emulation-sized; an
     ``arm:NAME`` candidate must have an emulated arm at every shape."""
-    from verifiers.gfx950.emulator import verifier_arms
 
     missing = verifier_arms.toolchain_problem()
     if missing:

@@ -37,6 +37,7 @@ from pydantic import BaseModel, PrivateAttr
 from verifiers import locations
 from verifiers.gfx950 import env as _env
 from verifiers.gfx950.isa import KernelArtifacts, ir_function, kernel_names, parse_resources
+from verifiers.gfx950.targets import load_targets
 
 KERNELS_DIR = locations.KERNELS_DIR
 #: files of this package that shape the compiled code
@@ -95,8 +96,6 @@ def compile_targets(
 
     timeout_s is per target. jobs: parallel subprocesses (default min(2, CPUs)).
     """
-    from verifiers.gfx950.targets import load_targets
-
     decl = load_targets(folder)
     specs = {name: decl.get(name)[0] for name in targets}  # KeyError lists the valid names
     problem = _env.toolchain_problem()
@@ -360,8 +359,6 @@ _KERNEL_FILES = (".s", ".ll", ".hsaco", ".mlir")
 
 def _compile_one(folder: str, name: str, d: Path) -> None:
     import flydsl.compiler as flyc
-
-    from verifiers.gfx950.targets import load_targets
 
     spec, _neg = load_targets(folder).get(name)
     dump = d / "dump"

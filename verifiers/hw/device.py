@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
+from verifiers.hw.amd_caches import layout_for
+
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
@@ -53,7 +55,6 @@ class Device:
 
     def default_flush_bytes(self) -> int:
         if self.platform == "rocm":
-            from verifiers.hw.amd_caches import layout_for
 
             known = layout_for(str(self.properties.get("gcnArchName") or ""))
             return max(2 * self.llc_bytes, 2 * known.total_bytes if known else 0, ROCM_FLUSH_FLOOR)

@@ -37,6 +37,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from verifiers.judge import checks, tensors
+from verifiers.judge.session import CallRecord, CallTiming
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -114,7 +115,6 @@ def gated_calls(session: "Session", arm: "Arm", items: list[tuple["BoundSet | No
     check, and how many calls were late."""
     import torch
 
-    from verifiers.judge.session import CallRecord, CallTiming
 
     link = session.link(arm)
     stream = torch.cuda.current_stream()

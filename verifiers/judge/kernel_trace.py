@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from trace_readers import read_trace
 
 CALL_PREFIX = "verifier::call::"
 FLUSH_PREFIX = "verifier::flush::"
@@ -89,7 +90,6 @@ class KernelRecord(BaseModel):
 def _read(trace: Any, format: str, detail: bool = False) -> Any:
     """The one reader of each format (``trace_readers``): a path, JSON/CSV text, or (torch
     traces, as tests build them) the parsed document."""
-    from trace_readers import read_trace
 
     if isinstance(trace, (str, Path)) and not (isinstance(trace, str) and trace.lstrip()[:1] in ("{", "[")):
         return read_trace(path=trace, format=format, detail=detail)

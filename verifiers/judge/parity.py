@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, Field
 
 from verifiers.judge import tensors
+from verifiers.judge.blame import Blame
 from verifiers.judge.metrics import OracleStats, OutputMetrics, oracle_stats, output_metrics, within_tolerance
 from verifiers.problem import ParitySpec, Problem
 
@@ -240,7 +241,6 @@ def _degenerate(oracle: dict, rules: ParityRules) -> str | None:
 
 def baseline_ref(session: "Session", arm: "Arm", plan: CasePlan, rules: ParityRules) -> BaselineRef:
     """Run the trusted baseline once on the case; keep its figures against the oracle."""
-    from verifiers.judge.blame import Blame
 
     try:
         values = session.values_for(plan.seed, plan.perturbation)
@@ -270,7 +270,6 @@ def baseline_ref(session: "Session", arm: "Arm", plan: CasePlan, rules: ParityRu
 
 def candidate_case(session: "Session", arm: "Arm", plan: CasePlan, ref: BaselineRef, rules: ParityRules,
                    settle_s: float) -> ParityCase:
-    from verifiers.judge.blame import Blame
 
     t0 = time.perf_counter()
     case = ParityCase(shape=plan.label, seed=None if plan.secret else plan.seed, secret=plan.secret,

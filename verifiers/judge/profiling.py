@@ -17,19 +17,19 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from verifiers.judge import checks
-from verifiers.judge import signature as sig
+from verifiers.judge import checks, signature as sig
+from verifiers.judge.blame import Blame
 from verifiers.judge.kernel_trace import KernelRecord, from_rocprofv3_csv
-from verifiers.problem import SignatureSpec
 from verifiers.judge.segment import SegmentScore, score_segment, segment_speedup
 from verifiers.judge.signature import SignatureCheck
+from verifiers.problem import SignatureSpec
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
+    from verifiers.judge.session import Arm, Session
     from verifiers.options import VerifyOptions
     from verifiers.problem import ArmSpec, Problem
-    from verifiers.judge.session import Arm, Session
 
 MAX_RECORDS = 200_000
 WARM_CALLS = 2
@@ -38,7 +38,6 @@ WARM_CALLS = 2
 def profile(session: "Session", arm: "Arm", calls: int, rtol: float, atol: float,
             generator: "torch.Generator") -> list[KernelRecord]:
     """``calls`` checked, profiled calls of ``arm``; its kernel records (names normalised)."""
-    from verifiers.judge.blame import Blame
 
     bound = session.bind(arm, session.values_for(session.fresh_seed()))
     pool = checks.SampleChecks(rtol, atol)

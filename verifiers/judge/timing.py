@@ -42,13 +42,13 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from verifiers.judge import checks
-from verifiers.judge import stats
 from verifiers.hw.bounds import PhysicalBound
+from verifiers.hw.boxload import BoxLoad, BoxLoadReport
+from verifiers.judge import checks, stats
+from verifiers.judge.blame import Blame
+from verifiers.judge.gate import LATE_GROW, Pad, gated_calls
 from verifiers.judge.metrics import OutputMetrics
 from verifiers.judge.parity import ParityRules, judge, output_eps
-
-from verifiers.hw.boxload import BoxLoadReport
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -282,7 +282,6 @@ class TimingStage:
         self.gated = ordered and config.gpu_protocol == "gated"
         self.pad = None
         if self.gated:
-            from verifiers.judge.gate import Pad
 
             self.pad = Pad(session.device, config.gate_pad_us)
         warm = config.warm_burst_ms
@@ -343,7 +342,6 @@ class TimingStage:
         import time
 
         if self.gated:
-            from verifiers.judge.gate import LATE_GROW, gated_calls
 
             assert self.pad is not None
             calls, gated, late = gated_calls(self.s, t.arm, list(staged), self.cfg.call_timeout_s, self.gen, self.pad)
@@ -368,7 +366,6 @@ class TimingStage:
         return calls
 
     def _check(self, t: TimedArm) -> None:
-        from verifiers.judge.blame import Blame
 
         records, t.pending = t.pending, []
         for record in records:
@@ -406,7 +403,6 @@ class TimingStage:
         return calls
 
     def _collect(self, t: TimedArm, calls: list["CallTiming"]) -> None:
-        from verifiers.judge.blame import Blame
 
         ms = self.s.request(t.arm, {"op": "times"}, 30.0).get("ms")
         if (not isinstance(ms, list) or len(ms) != len(calls)
@@ -459,7 +455,6 @@ class TimingStage:
         """Median of no-op calls through the same path, on both clocks (a trusted arm)."""
         t.arm.handle.resume()
         if self.gated:
-            from verifiers.judge.gate import gated_calls
 
             assert self.pad is not None
             calls, _, _ = gated_calls(self.s, t.arm, [(None, None)] * self.cfg.floor_calls, self.cfg.call_timeout_s,
@@ -534,7 +529,6 @@ class TimingStage:
     def _open_links(self, arms: list["Arm"]) -> None:
         """The chained protocol needs each arm to open its events; where the baselines cannot
         (a runtime or confinement without interprocess events) every arm is timed per call."""
-        from verifiers.judge.blame import Blame
 
         if not self.device_ordered:
             return
@@ -561,7 +555,6 @@ class TimingStage:
             result.notes.append(
                 f"flush buffer {self.s.flusher.nbytes} bytes is below 2x the last-level cache "
                 f"({self.s.flusher.required_bytes} bytes): caches may stay warm between calls")
-        from verifiers.hw.boxload import BoxLoad
 
         self.box = BoxLoad()
         self.box.start()

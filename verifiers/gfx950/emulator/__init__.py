@@ -14,7 +14,8 @@ register setup, ``launch``),
 ``report`` (typed result), ``flydsl_host`` / ``flydsl_arm`` (FlyDSL launchers and the cards'
 arms on the emulator). Importing this package imports neither torch nor flydsl.
 """
-from verifiers.gfx950.emulator.code_object import CodeObject, KernelInfo, KernargSpec, load_code_object
+from verifiers.gfx950.emulator.code_object import CodeObject, KernargSpec, KernelInfo, load_code_object
+from verifiers.gfx950.emulator.dispatch import launch
 from verifiers.gfx950.emulator.errors import (
     CodeObjectError,
     EmulatorError,
@@ -40,12 +41,3 @@ __all__ = [
     "launch",
     "load_code_object",
 ]
-
-
-def launch(*args, **kwargs):  # noqa: ANN002, ANN003 - see dispatch.launch
-    from verifiers.gfx950.emulator.dispatch import launch as _launch
-
-    return _launch(*args, **kwargs)
-
-
-launch.__doc__ = "Run one kernel dispatch on CPU tensors; see ``verifiers.gfx950.emulator.dispatch.launch``."

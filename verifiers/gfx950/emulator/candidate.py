@@ -31,7 +31,10 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
+from verifiers.gfx950 import env
+from verifiers.gfx950.compile import read_dump
 from verifiers.gfx950.emulator.errors import EmulatorError
+from verifiers.gfx950.emulator.flydsl_arm import EmulatedKernel
 
 _CACHE: dict[Hashable, dict[str, Any]] = {}
 
@@ -53,9 +56,6 @@ def compile_for_emulator(make: Callable[[], tuple[Callable[..., Any], tuple[Any,
 
 
 def _compile(make: Callable[[], tuple[Callable[..., Any], tuple[Any, ...]]]) -> dict[str, Any]:
-    from verifiers.gfx950 import env
-    from verifiers.gfx950.compile import read_dump
-    from verifiers.gfx950.emulator.flydsl_arm import EmulatedKernel
 
     missing = env.toolchain_problem()
     if missing:

@@ -14,15 +14,17 @@ import json
 import sys
 from typing import TextIO
 
+from verifiers.gfx950 import env
+from verifiers.gfx950.emulator.errors import EmulatorError
+from verifiers.gfx950.emulator.flydsl_arm import run_emulated_parity
+from verifiers.gfx950.report import check_kernel_command
+from verifiers.gfx950.targets import NoTargetsError, load_targets
+
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SKIPPED = 0, 1, 2, 3
 
 
 def emulate_command(folder: str, *, as_json: bool = False, arm: str | None = None, out: TextIO | None = None,
                     err: TextIO | None = None) -> int:
-    from verifiers.gfx950 import env
-    from verifiers.gfx950.emulator.errors import EmulatorError
-    from verifiers.gfx950.emulator.flydsl_arm import run_emulated_parity
-    from verifiers.gfx950.targets import NoTargetsError, load_targets
 
     out, err = out or sys.stdout, err or sys.stderr
     try:
@@ -74,7 +76,6 @@ def check_kernel_and_emulate(folder: str, target: str | None = None, *, as_json:
                              out: TextIO | None = None, err: TextIO | None = None, **gate_kwargs) -> int:
     """The static gates (``check_kernel_command``), then every emulated arm; one JSON
     document ``{"gates": ..., "emulation": ...}`` with ``as_json``. Exit code: the worse."""
-    from verifiers.gfx950.report import check_kernel_command
 
     out, err = out or sys.stdout, err or sys.stderr
     if not as_json:

@@ -24,6 +24,7 @@ from pathlib import Path
 from verifiers.gfx950.emulator.code_object import CodeObject, KernelInfo
 from verifiers.gfx950.emulator.errors import CodeObjectError
 from verifiers.gfx950.emulator.operands import Operand, parse_operand
+from verifiers.gfx950.env import cache_root
 from verifiers.settings import verifier_settings
 
 OBJDUMP_CANDIDATES = ("/usr/lib/llvm-22/bin/llvm-objdump", "llvm-objdump-22")
@@ -169,7 +170,6 @@ _MEMORY: dict[tuple[str, str], list[tuple]] = {}
 
 
 def _cache_dir() -> Path:
-    from verifiers.gfx950.env import cache_root
 
     return cache_root() / "emulator" / "decoded"
 

@@ -16,6 +16,7 @@ import numpy as np
 from verifiers.gfx950.emulator.errors import EmulatorError, ExecutionError, UnimplementedInstruction
 from verifiers.gfx950.emulator.hazards import HazardLog
 from verifiers.gfx950.emulator.memory import GlobalMemory, Lds
+from verifiers.gfx950.emulator.ops.ds import lds_write, straddle
 from verifiers.gfx950.emulator.program import Program
 from verifiers.gfx950.emulator.state import Pending, Wave
 
@@ -74,8 +75,6 @@ class Context:
         lds = w.group.lds
         inb = lds.in_bounds(lds_addr, data.shape[1])
         if not inb.all():
-            from verifiers.gfx950.emulator.ops.ds import straddle
-
             self.stats["lds_oob_writes"] += int((~inb).sum())
             straddle(w, ins, inb, lds_addr, data.shape[1])
             lds_addr, data = lds_addr[inb], data[inb]
@@ -86,8 +85,6 @@ class Context:
         w.pending.append(Pending("vm", lds_addr=lds_addr, lds_bytes=data, issue=ins.text))
 
     def lds_dma_land(self, w, p) -> None:  # noqa: ANN001
-        from verifiers.gfx950.emulator.ops.ds import lds_write
-
         lds = w.group.lds
         d = lds.dwords(p.lds_addr, p.lds_bytes.shape[1])
         lds.pending[d] = -1

@@ -19,16 +19,22 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from verifiers.gfx950.compile import compile_targets
+from verifiers.gfx950.emulator.code_object import load_code_object
+from verifiers.gfx950.emulator.dispatch import launch
 from verifiers.gfx950.emulator.errors import EmulatorError
+from verifiers.gfx950.emulator.flydsl_host import HostFunction
 from verifiers.gfx950.emulator.report import LaunchReport
+from verifiers.gfx950.targets import load_targets
+from verifiers.judge.metrics import output_metrics
+from verifiers.judge.parity import judge, output_eps, rules_from
+from verifiers.problem import load_problem
 
 
 class EmulatedKernel:
     """A FlyDSL kernel compiled for gfx950, runnable on the emulator."""
 
     def __init__(self, code_object: Path, host_ir: str, kernel: str, config: dict[str, Any]) -> None:
-        from verifiers.gfx950.emulator.code_object import load_code_object
-        from verifiers.gfx950.emulator.flydsl_host import HostFunction
 
         self.kernel_name = kernel
         self.config = dict(config)
@@ -37,7 +43,6 @@ class EmulatedKernel:
         self.reports: list[LaunchReport] = []
 
     def __call__(self, *launcher_args: Any) -> LaunchReport:
-        from verifiers.gfx950.emulator.dispatch import launch
 
         hl = self.host.run(launcher_args)
         report = launch(self.code_object, hl.kernel, hl.grid, hl.block, hl.args, dynamic_lds_bytes=hl.dynamic_lds_bytes)
@@ -46,7 +51,6 @@ class EmulatedKernel:
 
 
 def _arm(folder: str, name: str):  # noqa: ANN202
-    from verifiers.gfx950.targets import load_targets
 
     targets = load_targets(folder)
     return targets, targets.emulated_arm(name)
@@ -54,7 +58,6 @@ def _arm(folder: str, name: str):  # noqa: ANN202
 
 def emulated_kernels(folder: str, name: str, *, use_cache: bool = True) -> dict[str, EmulatedKernel]:
     """Compile (or fetch from the gates' cache) every kernel of emulated arm ``name``."""
-    from verifiers.gfx950.compile import compile_targets
 
     _, arm = _arm(folder, name)
     names = {role: arm.kernel_target_name(role) for role in arm.kernels}
@@ -79,7 +82,6 @@ def emulated_kernels(folder: str, name: str, *, use_cache: bool = True) -> dict[
 
 def emulated_builder(folder: str, name: str):  # noqa: ANN201 - verifiers.problem.Builder
     """``build(inputs, outputs) -> launch`` running emulated arm ``name`` on CPU tensors."""
-    from verifiers.problem import load_problem
 
     problem = load_problem(folder)
     _, arm = _arm(folder, name)
@@ -122,9 +124,6 @@ class EmulatedParity(BaseModel):
 def run_emulated_parity(folder: str, name: str, seed: int = 0) -> EmulatedParity:
     import torch
 
-    from verifiers.judge.metrics import output_metrics
-    from verifiers.judge.parity import judge, output_eps, rules_from
-    from verifiers.problem import load_problem
 
     problem = load_problem(folder)
     _, arm = _arm(folder, name)

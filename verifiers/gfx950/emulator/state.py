@@ -18,7 +18,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from verifiers.gfx950.emulator.operands import AGPR_BASE, EXEC, INV_2PI, M0, SGPR_FILE, VCC, VGPR_FILE, Const, Reg, Special
+from verifiers.gfx950.emulator.errors import MemoryAccessError
+from verifiers.gfx950.emulator.operands import (
+    AGPR_BASE,
+    EXEC,
+    INV_2PI,
+    M0,
+    SGPR_FILE,
+    VCC,
+    VGPR_FILE,
+    Const,
+    Reg,
+    Special,
+)
 
 LANES = 64
 ALL_LANES = (1 << LANES) - 1
@@ -109,7 +121,6 @@ class Wave:
         """Per-lane scratch (private segment) bytes, grown on demand, poisoned when new."""
         limit = self.ctx.private_bytes
         if nbytes > limit:
-            from verifiers.gfx950.emulator.errors import MemoryAccessError
 
             raise MemoryAccessError(f"kernel {self.ctx.kernel_name!r}: {ins.text}: scratch access up to byte {nbytes} "
                                     f"exceeds the kernel's {limit}-byte private segment")

@@ -21,13 +21,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from verifiers.gfx950.targets import EmulatedArm, load_targets
+from verifiers.gfx950 import env
+from verifiers.gfx950.emulator.decoder import find_objdump
+from verifiers.gfx950.emulator.errors import EmulatorError
+from verifiers.gfx950.emulator.flydsl_arm import emulated_builder
+from verifiers.gfx950.targets import EmulatedArm, NoTargetsError, load_targets
 
 
 def toolchain_problem() -> str | None:
-    from verifiers.gfx950 import env
-    from verifiers.gfx950.emulator.decoder import find_objdump
-    from verifiers.gfx950.emulator.errors import EmulatorError
 
     problem = env.toolchain_problem()
     if problem:
@@ -55,7 +56,6 @@ def arms_for(folder: str, name: str, problem_arms: Mapping[str, Any]) -> list[Em
 
 def declared_dims(folder: str) -> list[dict[str, int]]:
     """The dims of every emulated arm the folder declares (all emulation-sized by declaration)."""
-    from verifiers.gfx950.targets import NoTargetsError
 
     try:
         return [dict(a.dims) for a in load_targets(folder).emulated]
@@ -99,7 +99,6 @@ def verifier_builder(problem: Any, name: str):  # noqa: ANN201 - verifiers.probl
     """``build(inputs, outputs) -> launch`` for ``arm:name`` on the emulated platform (runs in
     the arm process). The emulated arm is chosen by the tensors' shapes: the one whose dims
     give exactly these input and output shapes and dtypes."""
-    from verifiers.gfx950.emulator.flydsl_arm import emulated_builder
 
     folder = problem.name
     arms = arms_for(folder, name, problem.arms)

@@ -1,4 +1,4 @@
-"""Instruction semantics, one module per family; each registers its handlers here.
+"""Instruction semantics, one module per family; each registers its handlers in ``registry``.
 
 A handler is ``fn(wave, ins)``; ``HANDLERS`` maps an exact mnemonic (with its encoding
 suffix, e.g. ``v_add_u32_e32``) to it. ``handler_for`` resolves a mnemonic: exact match,
@@ -9,31 +9,35 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-HANDLERS: dict[str, Callable] = {}
-#: the handlers as registered (before any test swaps one): batched forms mirror only these
-ORIGINAL: dict[str, Callable] = {}
+from verifiers.gfx950.emulator.ops import (  # noqa: F401 - importing a family registers its handlers
+    atomics,
+    ds,
+    ds_transpose,
+    flow,
+    lanes,
+    mfma,
+    salu,
+    smem,
+    valu_convert,
+    valu_float,
+    valu_int,
+    vmem,
+)
+from verifiers.gfx950.emulator.ops.common import PURE
+from verifiers.gfx950.emulator.ops.lanes import dpp_handler
+from verifiers.gfx950.emulator.ops.registry import HANDLERS, ORIGINAL, op
+from verifiers.gfx950.emulator.ops.valu_convert import _sdwa_handler
 
+__all__ = ["HANDLERS", "ORIGINAL", "handler_for", "implemented", "op"]
 
-def op(*names: str):
-    def deco(fn: Callable) -> Callable:
-        for n in names:
-            HANDLERS[n] = fn
-        return fn
-
-    return deco
+ORIGINAL.update(HANDLERS)
 
 
 def handler_for(mnemonic: str) -> Callable | None:
-    _load()
     h = HANDLERS.get(mnemonic)
     if h is None and mnemonic.endswith(("_sdwa", "_dpp")):
-        from verifiers.gfx950.emulator.ops.common import PURE
-
         base = mnemonic.rsplit("_", 1)[0]
         if base in PURE:
-            from verifiers.gfx950.emulator.ops.lanes import dpp_handler
-            from verifiers.gfx950.emulator.ops.valu_convert import _sdwa_handler
-
             h = _sdwa_handler(base) if mnemonic.endswith("_sdwa") else dpp_handler(base)
             HANDLERS[mnemonic] = h
     if h is None:
@@ -44,21 +48,5 @@ def handler_for(mnemonic: str) -> Callable | None:
     return h
 
 
-_LOADED = False
-
-
-def _load() -> None:
-    global _LOADED
-    if _LOADED:
-        return
-    from verifiers.gfx950.emulator.ops import (  # noqa: F401
-        atomics, ds, ds_transpose, flow, lanes, mfma, salu, smem, valu_convert, valu_float, valu_int, vmem,
-    )
-
-    ORIGINAL.update(HANDLERS)
-    _LOADED = True
-
-
 def implemented() -> list[str]:
-    _load()
     return sorted(HANDLERS)

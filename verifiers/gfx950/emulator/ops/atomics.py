@@ -20,7 +20,7 @@ import re
 import numpy as np
 
 from verifiers.gfx950.emulator.operands import Special
-from verifiers.gfx950.emulator.ops import op
+from verifiers.gfx950.emulator.ops.registry import op
 from verifiers.gfx950.emulator.ops.vmem import _buffer_addresses, _global_addresses, _issue_load, _what
 from verifiers.gfx950.emulator.state import LANES, Pending
 

@@ -18,8 +18,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from verifiers.gfx950.emulator.operands import Const, Reg
+from verifiers.gfx950.emulator.operands import EXEC, Const, Reg
 from verifiers.gfx950.emulator.ops.common import PURE, bits, f32, output_mods
+from verifiers.gfx950.emulator.ops.registry import ORIGINAL
 from verifiers.gfx950.emulator.state import LANES, POISON, _float_mods, const_bits
 
 U32 = np.uint32
@@ -179,7 +180,6 @@ def _nop(waves, ins) -> bool:  # noqa: ANN001
 
 def batched_for(mnemonic: str, handler: Callable | None) -> Callable | None:
     """The batched handler of ``mnemonic`` if ``handler`` is the per-wave one it mirrors."""
-    from verifiers.gfx950.emulator.ops import ORIGINAL
 
     base = mnemonic
     entry = BATCHED.get(mnemonic)
@@ -205,7 +205,6 @@ def write_masks(waves, op, lanes: np.ndarray, poison: np.ndarray) -> bool:  # no
     """``common.write_mask`` for every wave: ``lanes`` [W, 64] bool (masked by each wave's EXEC
     here), ``poison`` [W, 64] of the inputs. False (nothing written) for a destination this
     does not handle (EXEC itself, not an SGPR pair)."""
-    from verifiers.gfx950.emulator.operands import EXEC
 
     if not (isinstance(op, Reg) and op.file == "s") or op.index >= EXEC - 1:
         return False

@@ -21,8 +21,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from verifiers.gfx950.emulator.ops import op
 from verifiers.gfx950.emulator.ops.ds import _addr, _issue, _lds_read, _to_regs
+from verifiers.gfx950.emulator.ops.registry import op
 from verifiers.gfx950.emulator.state import LANES
 
 _ELEM_BYTES = {"ds_read_b64_tr_b8": 1, "ds_read_b64_tr_b16": 2}

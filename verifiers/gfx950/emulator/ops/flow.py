@@ -11,10 +11,10 @@ import re
 
 import numpy as np
 
-from verifiers.gfx950.emulator.ops import op
+from verifiers.gfx950.emulator.operands import VCC
 from verifiers.gfx950.emulator.ops import batched as B
 from verifiers.gfx950.emulator.ops.batched import register_hints
-from verifiers.gfx950.emulator.operands import VCC
+from verifiers.gfx950.emulator.ops.registry import op
 
 HW_REG_MODE = 1
 

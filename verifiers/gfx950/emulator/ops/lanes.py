@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from verifiers.gfx950.emulator.ops import op
 from verifiers.gfx950.emulator.ops.common import PURE, bits, f32, full_poison
+from verifiers.gfx950.emulator.ops.registry import op
 from verifiers.gfx950.emulator.state import LANES
 
 U32 = np.uint32

@@ -28,8 +28,9 @@ from functools import lru_cache
 import numpy as np
 
 from verifiers.gfx950.emulator.numerics import decode_fp8, e8m0_scale
+from verifiers.gfx950.emulator.operands import Reg
 from verifiers.gfx950.emulator.ops import batched as BT
-from verifiers.gfx950.emulator.ops import op
+from verifiers.gfx950.emulator.ops.registry import op
 from verifiers.gfx950.emulator.state import LANES, POISON
 
 _NAME = re.compile(r"^v_mfma_(scale_)?f32_(\d+)x(\d+)x(\d+)_(f8f6f4|bf16|f16|fp8_fp8|fp8_bf8|bf8_fp8|bf8_bf8)$")
@@ -226,7 +227,6 @@ def _mfma_batched(waves, ins) -> bool:  # noqa: ANN001 - the same for many waves
 
 
 def _read_poison(w, op_, regs: int) -> np.ndarray:  # noqa: ANN001
-    from verifiers.gfx950.emulator.operands import Reg
 
     if isinstance(op_, Reg) and op_.file == "v":
         p = w.vp[op_.index : op_.index + regs] != 0

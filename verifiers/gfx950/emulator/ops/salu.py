@@ -6,7 +6,7 @@ result != 0 for bitwise ops and shifts, ...).
 """
 from __future__ import annotations
 
-from verifiers.gfx950.emulator.ops import op
+from verifiers.gfx950.emulator.ops.registry import op
 
 M32 = 0xFFFFFFFF
 M64 = 0xFFFFFFFFFFFFFFFF

@@ -9,7 +9,7 @@ import numpy as np
 
 from verifiers.gfx950.emulator.operands import Const, Reg
 from verifiers.gfx950.emulator.ops import batched as B
-from verifiers.gfx950.emulator.ops import op
+from verifiers.gfx950.emulator.ops.registry import op
 from verifiers.gfx950.emulator.state import Pending
 
 _COUNT = {"dword": 1, "dwordx2": 2, "dwordx4": 4, "dwordx8": 8, "dwordx16": 16}

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from verifiers.gfx950.emulator.numerics import decode_fp8, encode_fp8, f32_to_bf16_bits
-from verifiers.gfx950.emulator.ops import op
 from verifiers.gfx950.emulator.ops.common import PURE, bits, f32, full_poison, srcs, write
+from verifiers.gfx950.emulator.ops.registry import op
 from verifiers.gfx950.emulator.state import LANES
 
 U32 = np.uint32

@@ -12,10 +12,20 @@ from __future__ import annotations
 import numpy as np
 
 from verifiers.gfx950.emulator.numerics import fma_f32
-from verifiers.gfx950.emulator.ops import batched as B
-from verifiers.gfx950.emulator.ops import op
-from verifiers.gfx950.emulator.ops.common import PURE, bits, f32, full_poison, lanes_to_bits, output_mods, srcs, write, write_mask
 from verifiers.gfx950.emulator.operands import VCC
+from verifiers.gfx950.emulator.ops import batched as B
+from verifiers.gfx950.emulator.ops.common import (
+    PURE,
+    bits,
+    f32,
+    full_poison,
+    lanes_to_bits,
+    output_mods,
+    srcs,
+    write,
+    write_mask,
+)
+from verifiers.gfx950.emulator.ops.registry import op
 from verifiers.gfx950.emulator.state import LANES
 
 U32 = np.uint32

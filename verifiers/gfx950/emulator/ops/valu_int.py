@@ -8,10 +8,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from verifiers.gfx950.emulator.ops import batched as B
-from verifiers.gfx950.emulator.ops import op
-from verifiers.gfx950.emulator.ops.common import PURE, full_poison, lanes_to_bits, mask_sgpr_pair, srcs, write, write_mask
 from verifiers.gfx950.emulator.operands import EXEC, Reg
+from verifiers.gfx950.emulator.ops import batched as B
+from verifiers.gfx950.emulator.ops.common import (
+    PURE,
+    full_poison,
+    lanes_to_bits,
+    mask_sgpr_pair,
+    srcs,
+    write,
+    write_mask,
+)
+from verifiers.gfx950.emulator.ops.registry import op
 from verifiers.gfx950.emulator.state import LANES
 
 U32 = np.uint32

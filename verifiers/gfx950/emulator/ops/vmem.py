@@ -19,10 +19,10 @@ import re
 
 import numpy as np
 
-from verifiers.gfx950.emulator.operands import Reg, Special
 from verifiers.gfx950.emulator.errors import MemoryAccessError
+from verifiers.gfx950.emulator.operands import Reg, Special
 from verifiers.gfx950.emulator.ops import batched as B
-from verifiers.gfx950.emulator.ops import op
+from verifiers.gfx950.emulator.ops.registry import op
 from verifiers.gfx950.emulator.state import LANES, POISON, Pending
 
 U32 = np.uint32

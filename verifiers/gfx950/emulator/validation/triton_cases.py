@@ -15,8 +15,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from verifiers.gfx950.emulator.dispatch import launch
 from verifiers.gfx950.emulator.report import LaunchReport
 from verifiers.gfx950.emulator.validation import setups
+from verifiers.gfx950.emulator.validation.triton_compile import compile_for_gfx950
 
 
 @dataclass(frozen=True)
@@ -226,8 +228,7 @@ CASES: dict[str, TritonCase] = {
 
 
 def binary(name: str):  # noqa: ANN201 - TritonBinary
-    from verifiers.gfx950.emulator.validation import triton_kernels
-    from verifiers.gfx950.emulator.validation.triton_compile import compile_for_gfx950
+    from verifiers.gfx950.emulator.validation import triton_kernels  # lazy: keeps triton off this module's import path
 
     c = CASES[name]
     return compile_for_gfx950(getattr(triton_kernels, c.kernel), c.signature, c.constexprs, c.options, c.divisible)
@@ -237,7 +238,6 @@ def run_case(name: str, dims: dict | None = None, seed: int = 0, code: bytes | N
     """Emulate case ``name`` (``code``: a replacement code object, e.g. a patched one)."""
     import torch
 
-    from verifiers.gfx950.emulator.dispatch import launch
 
     c = CASES[name]
     d = dict(c.dims if dims is None else dims)

@@ -14,6 +14,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from verifiers.gfx950.env import cache_root
+
 
 @dataclass(frozen=True)
 class TritonBinary:
@@ -28,7 +30,6 @@ class TritonBinary:
 
 
 def _cache_dir() -> Path:
-    from verifiers.gfx950.env import cache_root
 
     return cache_root() / "emulator" / "triton"
 
