@@ -225,3 +225,24 @@ def test_on_the_gfx950_box_the_cards_own_probes_are_met_by_the_projects_kernels(
     c = run(svc, card=card, probes=None, platform={**GFX950, "device": "AMD Instinct MI300X", "generation": "gfx942"},
             verifier=verifier_with({}, platform={**GFX950, "device": "AMD Instinct MI300X", "generation": "gfx942"})).cards[0]
     assert c.status == "PREREQUISITE_MISSING"
+
+
+def test_a_verifier_that_could_not_decide_is_no_evidence_against_the_card(svc):
+    """ERROR shapes (the harness or the box could not decide, e.g. clocks on a loaded box): the
+    verifier stage is SKIPPED with the reason, the card is not FAILED, and no result is stored."""
+    from verifiers.report import StageResult as VerifierStage
+
+    def undecided(binding, candidate, baseline, shapes, progress):
+        rows = []
+        for s in shapes:
+            row = shape_report(s, None, baseline=baseline)
+            row.verdict = "ERROR"
+            row.stages["timing"] = VerifierStage(name="timing", status="ERROR", reason="the box could not time")
+            rows.append(row)
+        return verification_report(binding.problem, rows)
+
+    c = run(svc, verifier=undecided).cards[0]
+    verifier = next(s for s in c.stages if s.name == "verifier")
+    assert c.status == "NOT_APPLICABLE_HERE" and verifier.status == "SKIPPED", (c.status, c.reason)
+    assert "could not decide" in verifier.reason and "the box could not time" in verifier.reason
+    assert svc.get_validation_history(BLOCKSCALE).results == []

@@ -262,6 +262,29 @@ def test_a_baseline_whose_signature_cannot_be_observed_is_an_error_on_every_plat
     assert out.signature_status == "ERROR" and out.segment_status == "ERROR"
 
 
+def test_on_cpu_a_trace_of_operators_cannot_show_kernel_names_skipped_not_fail():
+    """Triton's CPU interpreter launches no named kernel: the twin's trace is aten ops only. Its
+    required name and launch count cannot be observed there: the signature is SKIPPED with the
+    reason (never FAIL, never a pass); a forbidden kernel that does show still fails; on a GPU the
+    same trace fails."""
+    from skill_kernels.flydsl_fp8_blockscale_gemm.problem import PROBLEM as BLOCKSCALE
+
+    from verifiers.judge.profiling import candidate_signature, judge_traces
+    from verifiers.options import VerifyOptions
+
+    ops = from_chrome_trace(gpu_trace([("aten::mm", 500.0, 7), ("aten::copy_", 20.0, 7)]))
+    base = BLOCKSCALE.arm("torch_dequant")
+    spec = candidate_signature(BLOCKSCALE, VerifyOptions(), base, "triton_twin", is_aa=False)
+    out = judge_traces(BLOCKSCALE, VerifyOptions(), base, spec, ops, ops, "arm:triton_twin", "cpu")
+    assert out.signature_status == "SKIPPED" and "not observable on cpu" in out.signature_reason
+    assert "blockscale_fp8_gemm_promote" in out.signature_reason
+    assert judge_traces(BLOCKSCALE, VerifyOptions(), base, spec, ops, ops, "arm:triton_twin",
+                        "cuda").signature_status == "FAIL"
+    forbidden = SignatureSpec(required=("never_shows",), forbidden=(r"aten::mm",))
+    check = check_signature(ops, forbidden, "candidate", FLUSH, opaque=True)
+    assert check.status == "FAIL" and check.unobservable and "forbidden" in " ".join(check.failures)
+
+
 def test_cpu_profiles_show_the_kernel_names_a_problem_annotates():
     """On CPU the MoE arms run Triton's interpreter inside ``record_function(<kernel name>)``:
     the trace reports those names (one record per range), not the aten ops inside."""

@@ -35,3 +35,22 @@ def test_a_binding_without_the_platform_is_bad_input_naming_it(problem):
         pick_baseline(problem, None, {"rocm": "ck_blockscale"}, "cpu")
     with pytest.raises(ValueError, match="runs on \\['rocm'\\], not on cpu"):
         pick_baseline(problem, None, {"cpu": "ck_blockscale"}, "cpu")
+
+
+@pytest.mark.parametrize("name", ["flydsl_fp8_blockscale_gemm", "flydsl_prefill_moe_stage2_fp8partial"])
+def test_on_cpu_the_hidden_shapes_are_cpu_sized_and_gpus_keep_theirs(name):
+    import math
+
+    from verifiers.problem import for_platform
+
+    problem = load_problem(name)
+
+    def size(d):
+        return math.prod(d[n] for n in problem.dim_names)
+
+    cpu = for_platform(problem, "cpu")
+    assert cpu.hidden_shapes == problem.cpu_hidden_shapes and cpu.hidden_shapes
+    assert max(map(size, cpu.hidden_shapes)) <= max(map(size, problem.smoke_shapes)) < min(map(size, problem.hidden_shapes))
+    for d in cpu.hidden_shapes:  # valid inputs for the problem
+        problem.parse_shape(",".join(f"{n}={d[n]}" for n in problem.dim_names))
+    assert for_platform(problem, "cuda").hidden_shapes == problem.hidden_shapes

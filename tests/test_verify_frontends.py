@@ -114,3 +114,10 @@ def test_run_verifier_error_verdict_is_an_error_answer_that_says_why_it_was_not_
     assert "not on cpu" in result.content[0].text
     assert "before the verifier opened a device" in answer["not_recorded"]
     assert "provenance names no platform" not in result.content[0].text
+
+
+def test_cli_verify_says_the_true_reason_a_run_was_not_recorded(tmp_path):
+    proc = _cli("--candidate", "arm:torch_dequant", "--baseline", "ck_blockscale", *QUICK, ledger=tmp_path / "l.sqlite")
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]  # ERROR: the harness could not decide
+    assert "not recorded: the run ended ERROR before the verifier opened a device" in proc.stdout, proc.stdout
+    assert "--no-record" not in proc.stdout

@@ -74,6 +74,5 @@ PROBLEM = Problem(
     flops=flops,
     min_bytes=min_bytes,
     smoke_shapes=SMOKE_SHAPES,
-    cpu_hidden_shapes=SMOKE_SHAPES[1:],  # on CPU: the smoke shape with the tails, not GPU-sized ones
     emulation=EMULATION,
 )

@@ -26,8 +26,3 @@ class JudgeJob(BaseModel):
     cwd: str | None = None
     work_dir: str = Field(description="the caller's temporary folder for this run (removed by the caller)")
     secrets: list[str] = Field(default_factory=list, description="folders no arm may read (``sandbox.secret_paths``)")
-    parent_pid: int | None = Field(None, description="the caller's pid: the judge ends when it is gone")
-
-    @property
-    def candidate_label(self) -> str:
-        return self.candidate.label

@@ -98,7 +98,7 @@ def run_judge(problem: str, candidate: CandidateSpec, shapes: list[str], baselin
     pycache_before = files.pycache_snapshot()
     job = JudgeJob(problem=problem, candidate=candidate, baseline=baseline, baselines=dict(baselines), shapes=shapes,
                    options=options, sys_path=[p for p in sys.path if p], cwd=os.getcwd(), work_dir=str(work),
-                   secrets=sandbox.secret_paths(), parent_pid=os.getpid())
+                   secrets=sandbox.secret_paths())
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     listen = _Listen(channel.Reader(key), progress)
     t0 = time.monotonic()
