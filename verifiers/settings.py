@@ -76,8 +76,10 @@ class VerifierSettings(EnvironmentSettings):
     cache: Path | None = Field(None, description="a folder for caches (gfx950 compiles, decoded code objects)")
     state_dir: Path | None = Field(None, description="a folder for state (ledger, signing key)")
     ledger: str | None = Field(None, description="a ledger file or a postgresql:// URL")
+    emulator_lockstep: bool = Field(True, description="1/0: the gfx950 emulator runs waves in lockstep (0: one at a time)")
+    emulator_batch_waves: int | None = Field(None, gt=0, description="a positive number of waves per lockstep batch")
 
-    @field_validator("sandbox", "require_sandbox", "warm_judge", mode="before")
+    @field_validator("sandbox", "require_sandbox", "warm_judge", "emulator_lockstep", mode="before")
     @classmethod
     def _switches(cls, value: object) -> object:
         return _switch(value)

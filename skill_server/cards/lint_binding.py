@@ -67,8 +67,6 @@ def binding_problems(parsed: ParsedCard, project_root: Path, kernels_dir: Path |
         return []  # lint_card reports the missing file
     try:
         if kernels_dir is not None:
-            from verifiers.problem import load_problem
-
             problem = load_problem(str(problem_file))
         else:
             problem = load_project_problem(project_root, vb.problem)

@@ -33,6 +33,7 @@ from skill_server.policy.confinement import ConfinementError, check_roots
 from skill_server.service.facade import SkillService
 from skill_server.settings import settings as environment
 from verifiers.arms.sandbox import REQUIRE_ENV
+from verifiers.options import VerifyOptions
 
 DEFAULT_PORT = 8765
 
@@ -260,7 +261,6 @@ def _verify_options(text: str | None) -> dict | str:
         data = json.loads(text)
         if not isinstance(data, dict):
             return "--verify-options: expected a JSON object, e.g. '{\"rounds\": 7}'"
-        from verifiers.options import VerifyOptions
 
         VerifyOptions.model_validate(data)
         return data

@@ -39,9 +39,11 @@ from skill_server.fleet.models import (
 )
 from skill_server.fleet.task import card_digest, run_card_on_node
 from skill_server.ledger.models import PlatformInfo, normalise_platform
+from skill_server.ledger.report_records import bind_report, derive_records
 from skill_server.reverify.models import CardReverification, short
 from skill_server.reverify.run import CardRun, now
 from verifiers.provenance import read_git_revision
+from verifiers.report import VerificationReport
 
 POLL_S = 0.5
 LOST_GRACE_S = 3.0  # a platform no live node offers for this long: its pending tasks are lost
@@ -272,8 +274,6 @@ def _accept(service, task: _Task, answer: Any, record: bool, recorded_by: str, a
             raise ValueError(problem)
         report, records = None, []
         if run.report_json is not None:
-            from skill_server.ledger.report_records import bind_report, derive_records
-            from verifiers.report import VerificationReport
 
             report = VerificationReport.model_validate_json(run.report_json)
             bind_report(report, {card.id: card}, card.id)

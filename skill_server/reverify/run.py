@@ -53,6 +53,10 @@ from skill_server.reverify.stages import (
     run_gate_stage,
     verifier_outcomes,
 )
+from verifiers.gfx950.emulator.verifier_arms import toolchain_problem
+from verifiers.options import VerifyOptions
+from verifiers.problem import EMULATED_PLATFORM, for_platform, load_problem
+from verifiers.provenance import emulated_platform
 
 __all__ = ["CardRun", "Reverifier", "ReverifyProgress", "ReverifyReport", "decide", "now"]
 
@@ -207,9 +211,6 @@ class Reverifier:
         if self.emulated_runner is None or vb is None or self.platform.runtime == "rocm" or not vb.reference.get("rocm"):
             return None
         try:
-            from verifiers.gfx950.emulator.verifier_arms import toolchain_problem
-            from verifiers.problem import EMULATED_PLATFORM, for_platform, load_problem
-            from verifiers.provenance import emulated_platform
 
             problem = for_platform(load_problem(vb.problem), EMULATED_PLATFORM)
         except (ImportError, ValueError):  # no emulation declared: nothing to run
@@ -219,7 +220,6 @@ class Reverifier:
         candidate, baseline = vb.reference["rocm"], problem.emulation.baseline
         shapes = ["x".join(str(d[n]) for n in problem.dim_names) for d in problem.shapes]
         try:
-            from verifiers.options import VerifyOptions
 
             report = self.emulated_runner(vb, candidate, baseline, shapes, say,
                                           options=VerifyOptions(device=EMULATED_PLATFORM))

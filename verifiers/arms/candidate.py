@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 from verifiers.contract import Builder, CandidateError
+from verifiers.gfx950.emulator.verifier_arms import verifier_builder
 from verifiers.problem import Problem
 
 
@@ -53,7 +54,6 @@ def load_candidate(spec: CandidateSpec, problem: Problem | None) -> Builder:
     if spec.kind == "emulated":
         if problem is None:
             raise CandidateError(f"arm:{spec.target} (emulated) needs its problem")
-        from verifiers.gfx950.emulator.verifier_arms import verifier_builder
 
         try:
             return verifier_builder(problem, spec.target)

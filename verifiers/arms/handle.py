@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from verifiers import locations
-from verifiers.launch import procwatch
-from verifiers.ipc import wire
 from verifiers.arms.env import arm_environment
+from verifiers.arms.zygote import BOOT, main
+from verifiers.ipc import wire
+from verifiers.launch import procwatch
 
 REPO_ROOT = locations.CODE_ROOT
 
@@ -38,7 +39,6 @@ class Zygote:
 
     def __init__(self, pycache_prefix: Path, profile: bool, triton: bool, sys_path: list[str],
                  cwd: str | None = None, cpu: bool = False) -> None:
-        from verifiers.arms.zygote import BOOT
 
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         cmd = [sys.executable, "-I", "-X", f"pycache_prefix={pycache_prefix}", "-c", BOOT, str(REPO_ROOT),
@@ -69,7 +69,6 @@ class Zygote:
                 os.close(log_w)
                 sys.stdout.reconfigure(line_buffering=True)
                 sys.stderr.reconfigure(line_buffering=True)
-                from verifiers.arms.zygote import main
 
                 main(theirs.detach())
             finally:

@@ -38,6 +38,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from verifiers.arms.candidate import CandidateSpec, load_candidate
+from verifiers.ipc import wire
+from verifiers.ipc.shared_buffers import open_in_arm
+from verifiers.judge.kernel_trace import CALL_PREFIX, from_chrome_trace
+from verifiers.problem import load_problem
 
 
 def _error(where: str, exc: BaseException) -> dict[str, Any]:
@@ -78,12 +83,10 @@ class ArmRuntime:
             self.sync = lambda: None
         if msg.get("profile"):
             import torch.profiler  # noqa: F401  (imported now, not in the middle of a timed phase)
-        from verifiers.arms.candidate import CandidateSpec, load_candidate
 
         spec = CandidateSpec(msg["builder"]["kind"], msg["builder"]["target"], msg["builder"].get("function"))
         problem = None
         if spec.kind in ("arm", "emulated"):
-            from verifiers.problem import load_problem
 
             problem = load_problem(msg["problem"])
         self.builder = load_candidate(spec, problem)
@@ -98,8 +101,6 @@ class ArmRuntime:
 
     # -- commands --------------------------------------------------------------------
     def build(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
-        from verifiers.ipc.shared_buffers import open_in_arm
-
         inputs, outputs, keep = open_in_arm(msg["set"], fds)
         launch = self.builder(dict(inputs), dict(outputs))
         if not callable(launch):
@@ -188,7 +189,6 @@ class ArmRuntime:
     def pcall(self, msg: dict[str, Any]) -> dict[str, Any]:
         from torch.profiler import record_function
 
-        from verifiers.judge.kernel_trace import CALL_PREFIX
 
         launch = self._launch(msg["id"])
         with record_function(f"{CALL_PREFIX}{int(msg['i'])}"):
@@ -197,8 +197,6 @@ class ArmRuntime:
         return {"ok": True}
 
     def profile_stop(self, _msg: dict[str, Any]) -> dict[str, Any]:
-        from verifiers.judge.kernel_trace import from_chrome_trace
-
         prof, self.profiler = self.profiler, None
         prof.__exit__(None, None, None)
         with tempfile.TemporaryDirectory(prefix="verifier-arm-trace-") as tmp:
@@ -219,7 +217,6 @@ def _null() -> None:
 
 def serve(sock: socket.socket) -> None:
     """The command loop of a forked arm process; never returns."""
-    from verifiers.ipc import wire
 
     runtime = ArmRuntime(sock)
     handlers = {"build": None, "call": runtime.call, "timed": runtime.timed, "times": runtime.times,

@@ -16,6 +16,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from verifiers.arms.candidate import load_candidate, parse_candidate
+from verifiers.hw.device import open_device
+from verifiers.judge import tensors
+from verifiers.problem import load_problem
+
 
 def _marker(device):
     """A flush kernel named ``verifier_cache_flush`` (a unique marker in a kernel trace)."""
@@ -41,11 +46,6 @@ def _marker(device):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from verifiers.judge import tensors
-    from verifiers.arms.candidate import load_candidate, parse_candidate
-    from verifiers.hw.device import open_device
-    from verifiers.problem import load_problem
-
     ap = argparse.ArgumentParser(prog="python -m verifiers.arms.rocprof_run", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--problem", required=True)

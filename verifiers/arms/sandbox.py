@@ -122,7 +122,7 @@ def required() -> bool:
 def support() -> SandboxStatus:
     """What this kernel would give an arm (nothing is restricted by asking)."""
     if not verifier_settings().sandbox:
-        return SandboxStatus(reason=f"turned off by the operator ({SWITCH_ENV}={os.environ[SWITCH_ENV]})")
+        return SandboxStatus(reason=f"turned off by the operator ({SWITCH_ENV}=off)")
     version, why = landlock.abi()
     if version <= 0:
         return SandboxStatus(reason=why or "Landlock unavailable")

@@ -9,7 +9,7 @@ Public API (kernel folders and the CLI code against this)::
     TARGETS = [CompileTarget(name="t64x256x128_wpe2_xcd8", make=..., gates=GateSpec(...))]
     NEGATIVE_TARGETS = [CompileTarget(..., expect_fail=("scaled_mfma",))]
 
-    reports = check_kernel("flydsl_fp8_blockscale_gemm")   # list[GateReport]
+    reports = check_kernel("<card folder>")   # list[GateReport], one per target
 
 Modules: ``targets`` (CompileTarget, target discovery), ``env`` (compile-only environment),
 ``compile`` (subprocess compile + disk cache -> CompileArtifacts), ``isa`` (ISA / IR parsing),

@@ -37,11 +37,25 @@ from pathlib import Path
 from typing import Any
 
 from verifiers import locations
+from verifiers.arms import sandbox
+from verifiers.arms.env import arm_environment
+from verifiers.arms.handle import ArmFailure, ArmHandle, Zygote
+from verifiers.arms.sandbox import SandboxStatus
+from verifiers.gfx950.emulator.verifier_arms import builder_kind
+from verifiers.hw import bounds
+from verifiers.hw.device import Flusher, measure_copy_bandwidth, open_device, set_cpu_threads
+from verifiers.hw.neighbours import NeighbourWatch
 from verifiers.ipc import channel
 from verifiers.ipc.job import JudgeJob
-from verifiers.launch import files
-from verifiers.launch import procwatch
-from verifiers.problem import EMULATED_PLATFORM as EMULATED
+from verifiers.judge.blame import Blame
+from verifiers.judge.parity import baseline_ref, candidate_case, plan_for, rules_from, summarize
+from verifiers.judge.profiling import candidate_signature, judge_traces, profile
+from verifiers.judge.session import Arm, Session, TreeWatch
+from verifiers.judge.timing import TimingStage
+from verifiers.launch import files, procwatch
+from verifiers.launch.bytecode import tree_digests, verified_copy
+from verifiers.problem import EMULATED_PLATFORM as EMULATED, for_platform, load_problem
+from verifiers.provenance import Provenance, runtime_versions
 from verifiers.report import HIDDEN_ONLY_STAGES, STAGES, Flag, ShapeReport, StageResult, shape_verdict
 
 #: why timing, signature and segment do not run on the gfx950-emulated platform
@@ -105,9 +119,6 @@ class Judge:
     def spawn(self, label: str, role: str, trusted: bool, template: Path | None) -> Any:
         """Fork an arm process from the zygote (torch is loaded there already) with a fresh
         bytecode prefix (empty, or links to ``template``); ``greet`` gives it its code."""
-        from verifiers.arms.handle import ArmFailure, ArmHandle
-        from verifiers.judge.blame import Blame
-        from verifiers.judge.session import Arm
 
         prefix = (self.prefix_copy(template) if template is not None
                   else Path(tempfile.mkdtemp(prefix="verifier-pycache-", dir=self.tmp)))
@@ -126,7 +137,6 @@ class Judge:
     def _sandbox_policy(self, role: str, trusted: bool, prefix: Path) -> Any:
         """The allow-list of one arm (``verifiers.arms.sandbox``): its own scratch folder, the code
         it needs, nothing of the state folder, the caller's caches or the other arms."""
-        from verifiers.arms import sandbox
 
         scratch = Path(tempfile.mkdtemp(prefix=f"arm-{role}-", dir=self.tmp))
         code = {p.parent for p in files.problem_sources(self.job.problem)}
@@ -138,8 +148,6 @@ class Judge:
 
     def _sandboxed(self, handle: Any, required: bool) -> None:
         """Keep what confined the arm; an unconfined arm is refused when the operator says so."""
-        from verifiers.arms.sandbox import SandboxStatus
-        from verifiers.judge.blame import Blame
 
         status = SandboxStatus.model_validate(handle.sandbox or {"reason": "the arm reported no sandbox"})
         if not status.active and self.sandbox.active:
@@ -150,9 +158,6 @@ class Judge:
                         f"confined: {status.reason}", None, candidate=False)
 
     def greet(self, arm: Any, role: str, builder: dict[str, Any], profile: bool) -> Any:
-        from verifiers.arms.handle import ArmFailure
-        from verifiers.judge.blame import Blame
-
         self.watch.add(arm)
         device = "cpu" if role == "probe" else str(self.device.torch_device)  # a probe only imports
         hello = {"op": "hello", "role": role, "sys_path": self.job.sys_path, "problem": self.job.problem,
@@ -169,8 +174,6 @@ class Judge:
 
     # -- the run ---------------------------------------------------------------------
     def run(self) -> list[ShapeReport]:
-        from verifiers.arms import sandbox
-
         t_start = time.perf_counter()
         job = self.job
         self.sandbox = sandbox.support()
@@ -184,8 +187,6 @@ class Judge:
         self.progress = Progress(self.writer, 10)
         self.progress.note("judge: loading the harness, torch and the problem")
         # the zygote imports torch while the judge does; it forks every arm process later
-        from verifiers.arms.env import arm_environment
-        from verifiers.arms.handle import Zygote
 
         self.template = Path(sys.pycache_prefix or self.tmp)
         self.initial_bytecode = {str(p.relative_to(self.template)) for p in self.template.rglob("*.pyc")}
@@ -234,12 +235,6 @@ class Judge:
     def _load(self) -> None:
         import torch
 
-        from verifiers.hw.device import Flusher, measure_copy_bandwidth, open_device, set_cpu_threads
-        from verifiers.hw.neighbours import NeighbourWatch
-        from verifiers.judge.parity import rules_from
-        from verifiers.problem import for_platform, load_problem
-        from verifiers.provenance import Provenance, runtime_versions
-        from verifiers.judge.session import TreeWatch
 
         job = self.job
         self.options = opts = job.options
@@ -313,8 +308,6 @@ class Judge:
         self.writer.send("bytecode", {"prefixes": out})
 
     def _verify(self) -> None:
-        from verifiers.judge.blame import Blame
-
         opts = self.options
         base_builder = {"kind": "arm", "target": self.base_arm.name, "function": None}
         name = self.base_arm.name
@@ -334,7 +327,6 @@ class Judge:
         self._bytecode([Path(sys.pycache_prefix or ""), self.zygote.prefix, self.a.prefix])
         # later arms start from A's prefix: candidates from links to it (they can only hurt
         # themselves), the second baseline from a copy checked against digests taken now
-        from verifiers.launch.bytecode import tree_digests
 
         self.a_prefix_digests = tree_digests(self.a.prefix)
         self.template = self.prefix_copy(self.a.prefix)
@@ -358,7 +350,6 @@ class Judge:
         self.a2 = None
         if self.timed:
             try:
-                from verifiers.launch.bytecode import verified_copy
 
                 self.a2 = self.spawn(f"baseline {name} (A')", "baseline", True,
                                      verified_copy(self.a.prefix, self.a_prefix_digests, self.tmp))
@@ -412,14 +403,11 @@ class Judge:
             target = str(Path(target).expanduser().resolve())
         kind = s.kind
         if s.kind == "arm" and self.device.platform == EMULATED:
-            from verifiers.gfx950.emulator.verifier_arms import builder_kind
 
             kind = builder_kind(self.problem.name, s.target, self.problem.arms)
         return {"kind": kind, "target": target, "function": s.function}
 
     def _probe(self) -> str | None:
-        from verifiers.judge.blame import Blame
-
         try:
             arm = self.start_arm(f"candidate {self.spec.label} (probe)", "probe", False, self._builder(), False)
         except Blame as exc:
@@ -445,9 +433,6 @@ class Judge:
     def _shape(self, label: str, hidden_labels: list[str]) -> None:
         import torch
 
-        from verifiers.judge.parity import baseline_ref, candidate_case, plan_for, summarize
-        from verifiers.judge.blame import Blame
-        from verifiers.judge.session import Session
 
         opts = self.options
         deadline = time.monotonic() + opts.time_limit_s
@@ -461,7 +446,6 @@ class Judge:
         solo = None
         timing_stage = None
         if self.timed and self.a2 is not None and any(r.error is None for r in refs.values()):
-            from verifiers.judge.timing import TimingStage
 
             timing_stage = TimingStage(sessions[label], opts.timing_config(), self.rules, self.watch, self.neighbours,
                                        gen, self._our_pids, lambda m: self.progress.note(f"{label}: {m}"))
@@ -501,9 +485,6 @@ class Judge:
                 torch.cuda.ipc_collect()
 
     def _candidate_phase(self, label, hidden_labels, sessions, plans, refs, cand, solo, timing_stage, gen, t) -> None:
-        from verifiers.judge.parity import candidate_case, summarize
-        from verifiers.judge.blame import Blame
-
         opts = self.options
         cases: dict[str, list] = {lbl: [] for lbl in [label] + hidden_labels}
         for p in plans:
@@ -553,9 +534,6 @@ class Judge:
             self._profile(label, sessions[label], cand, gen)
 
     def _profile(self, label: str, session: Any, cand: Any, gen: Any) -> None:
-        from verifiers.judge.profiling import candidate_signature, judge_traces, profile
-        from verifiers.judge.blame import Blame
-
         t = time.perf_counter()
         self.progress.step(f"{label}: profiling both arms (outside the timed loop)")
         opts = self.options
@@ -581,9 +559,6 @@ class Judge:
         self.stage(label, "segment", out.segment_status, out.segment_reason, time.perf_counter() - t)
 
     def _timing(self, label: str, stage: Any, solo: Any, cand: Any) -> None:
-        from verifiers.hw import bounds
-        from verifiers.judge.blame import Blame
-
         t = time.perf_counter()
         opts = self.options
         self.progress.step(f"{label}: A/B rounds")
@@ -659,7 +634,6 @@ def pick_baseline(problem: Any, name: str | None, binding: dict[str, str], platf
 
 def _mentions_triton(job: JudgeJob) -> bool:
     """Whether the zygote should load triton for the arms (only a start-up cost question)."""
-    from verifiers.launch import files
 
     paths = files.problem_sources(job.problem)
     if job.candidate.kind == "file":
@@ -698,7 +672,6 @@ def _watch_caller() -> None:
 def main() -> int:
     """The judge, once ``verifiers.launch.judge_start`` read the preamble: fork the zygote while
     this process holds nothing of the job, then read the envelope (key, job, environment)."""
-    from verifiers.arms.handle import Zygote
 
     zygote = Zygote.fork_here()
     try:

@@ -67,6 +67,7 @@ def die_with(parent: int) -> None:
     the template's only thread. The judge's watch on its stdin (``process.main``) covers the
     rest: the caller's end of that pipe closes when the caller exits, even on SIGKILL. The
     zygote and every arm die with their parent likewise (``verifiers.arms.zygote``)."""
+    # lazy: only after the preamble adds the caller's sys.path (pydantic, torch); -I ignores PYTHONPATH
     from verifiers.launch import procwatch
 
     procwatch.die_with_parent()
@@ -78,6 +79,7 @@ def fresh(parent: int) -> None:
     """Entry point of an exec'd judge; ``parent``: the caller's pid."""
     die_with(parent)
     _extend_path(read_preamble())  # -I ignores PYTHONPATH: the caller's path holds pydantic and torch
+    # lazy: only after the preamble adds the caller's sys.path (pydantic, torch); -I ignores PYTHONPATH
     from verifiers.judge.process import main
 
     sys.exit(main())
@@ -88,7 +90,9 @@ def serve(fd: int) -> None:
     answers the judge's pid; ``reap`` collects one exited judge's status (judges stay
     zombies until the caller asks, so their pid and process group cannot be reused while
     the caller may still signal them); ``exit`` or a closed socket ends the template."""
+    # lazy: only after the preamble adds the caller's sys.path (pydantic, torch); -I ignores PYTHONPATH
     from verifiers.launch import procwatch
+    # lazy: only after the preamble adds the caller's sys.path (pydantic, torch); -I ignores PYTHONPATH
     from verifiers.ipc import wire
 
     # ends when the caller's end of the socket closes (the caller exited, however): not with
@@ -130,6 +134,7 @@ def _reap(pid: int) -> int | None:
 def _judge_child(control: socket.socket, fds: list[int], prefix: str, cwd: str) -> None:
     """In the forked judge: its own session (the caller kills the group), the caller's
     pipes as 0, 1 and 2, its own bytecode prefix, then the judge's ``main``."""
+    # lazy: only after the preamble adds the caller's sys.path (pydantic, torch); -I ignores PYTHONPATH
     from verifiers.launch import procwatch
 
     code = 70
@@ -148,6 +153,7 @@ def _judge_child(control: socket.socket, fds: list[int], prefix: str, cwd: str) 
         except OSError:
             pass
         _extend_path(read_preamble())
+        # lazy: only after the preamble adds the caller's sys.path (pydantic, torch); -I ignores PYTHONPATH
         from verifiers.judge.process import main
 
         code = main()

@@ -11,7 +11,6 @@ preload, workgroup ids, packed workitem ids in v0), and execution.
 """
 from __future__ import annotations
 
-import os
 import struct
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from verifiers.gfx950.emulator.memory import KERNARG_BASE, GlobalMemory, LdsBank
 from verifiers.gfx950.emulator.program import Program
 from verifiers.gfx950.emulator.report import LaunchReport
 from verifiers.gfx950.emulator.state import LANES, Wave
+from verifiers.settings import verifier_settings
 
 DISPATCH_BASE = KERNARG_BASE + (1 << 30)
 DEFAULT_MAX_INSTRUCTIONS = 200_000_000
@@ -101,8 +101,9 @@ def launch(
     waves_total = 0
     gids = [(gx, gy, gz) for gz in range(grid3[2]) for gy in range(grid3[1]) for gx in range(grid3[0])]
     per_group = -(-threads // LANES)
-    lockstep = os.environ.get("SKILL_SERVER_EMULATOR_LOCKSTEP", "1") != "0"
-    chunk = max(1, int(os.environ.get("SKILL_SERVER_EMULATOR_BATCH_WAVES", BATCH_WAVES)) // per_group) if lockstep else 1
+    env = verifier_settings()
+    lockstep = env.emulator_lockstep
+    chunk = max(1, (env.emulator_batch_waves or BATCH_WAVES) // per_group) if lockstep else 1
     for first in range(0, len(gids), chunk):
         part = gids[first : first + chunk]
         batch = Batch(len(part) * per_group) if lockstep else None
