@@ -30,10 +30,23 @@ pytestmark = pytest.mark.slow
 
 MARKER = "verifier-pycache"
 SHAPE = "128x256x512"
-# a run long enough to be stopped in the middle: the candidate's parity cases and timing
-ARGS = ["--candidate", "arm:torch_dequant", "--shape", SHAPE, "--rounds", "5", "--seed", "0",
-        "--options", '{"flush_bytes": 1048576, "hidden_shapes": false}']
+# the candidate's first call sleeps: the run is stopped while nothing is written on any pipe (a judge
+# that only noticed its caller when a progress line failed to go out would live on for minutes)
+SLOW = """
+import time
+
+def build(inputs, outputs):
+    def launch():
+        time.sleep(300)
+    return launch
+"""
+OPTIONS = '{"flush_bytes": 1048576, "hidden_shapes": false}'
 GRACE_S = 5.0
+
+
+def slow_candidate(folder: Path) -> str:
+    (folder / "slow.py").write_text(SLOW)
+    return f"{folder / 'slow.py'}:build"
 
 
 def verifier_pids() -> dict[int, int]:
@@ -73,17 +86,19 @@ def kill_leftovers(pids: list[int]) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
 def test_a_signal_to_the_cli_leaves_no_verifier_process(tmp_path, sig):
     before = set(verifier_pids())
-    proc = subprocess.Popen([*cli_command(), "verify", BLOCKSCALE, *ARGS, "--no-record"], stdout=subprocess.PIPE,
+    args = ["--candidate", slow_candidate(tmp_path), "--shape", SHAPE, "--no-timing", "--seed", "0", "--options", OPTIONS]
+    proc = subprocess.Popen([*cli_command(), "verify", BLOCKSCALE, *args, "--no-record"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=subprocess_env(), cwd=str(tmp_path))
     try:
         assert proc.stderr is not None
-        for line in proc.stderr:  # progress lines: stop it once the candidate runs
-            if "A/A control" in line or "parity case" in line:
+        for line in proc.stderr:  # progress lines: stop it once the candidate's first call runs
+            if "parity case 1/" in line:
+                time.sleep(1.0)
                 break
         else:
             pytest.fail(f"the run ended before it was stopped: {proc.wait()} {proc.stdout.read()[-2000:]}")
         alive = set(verifier_pids()) - before
-        assert len(alive) >= 4, alive  # template, judge, zygote, baseline and candidate arms
+        assert len(alive) >= 4, alive  # template, judge, zygote, baseline arm, candidate arm
         proc.send_signal(sig)
         proc.wait(timeout=30)
         left = wait_until_gone(before)
@@ -101,8 +116,7 @@ def _server(tmp_path: Path) -> StdioServerParameters:
     cmd = cli_command()
     return StdioServerParameters(
         command=cmd[0], args=[*cmd[1:], "--ledger", str(tmp_path / "ledger.sqlite"), "serve", "--quiet",
-                              "--enable-exec-tools", "--verify-options",
-                              '{"flush_bytes": 1048576, "hidden_shapes": false}'],
+                              "--enable-exec-tools", "--verify-options", OPTIONS],
         env=subprocess_env(), cwd=str(tmp_path))
 
 
@@ -118,8 +132,8 @@ def _server_pid(tmp_path: Path) -> int:
     raise AssertionError("the MCP server process was not found")
 
 
-CALL = {"card_id": BLOCKSCALE, "candidate": "arm:torch_dequant", "shapes": [SHAPE],
-        "options": {"rounds": 5, "seeds": [0]}}
+# over MCP the run is stopped while it reports progress (the server's own end is what is tested)
+CALL = {"card_id": BLOCKSCALE, "candidate": "arm:torch_dequant", "shapes": [SHAPE], "options": {"rounds": 5, "seeds": [0]}}
 
 
 def _run_and_stop(tmp_path: Path, stop, seen: dict | None = None) -> dict:
