@@ -131,16 +131,16 @@ def test_check_kernel_emulate_cli(capsys):
 
 def test_emulate_command_reports_a_wrong_expectation(capsys, monkeypatch):
     """If a deliberately wrong arm were to pass parity, the command must fail (exit 1)."""
-    from verifiers.gfx950.emulator import flydsl_arm
+    from verifiers.gfx950.emulator import cli
     from verifiers.gfx950.emulator.cli import emulate_command
 
-    real = flydsl_arm.run_emulated_parity
+    real = cli.run_emulated_parity
 
     def flipped(folder, name, seed=0):  # noqa: ANN001, ANN202
         r = real(folder, name, seed)
         return r.model_copy(update={"expect_parity": not r.expect_parity})
 
-    monkeypatch.setattr(flydsl_arm, "run_emulated_parity", flipped)
+    monkeypatch.setattr(cli, "run_emulated_parity", flipped)
     rc = emulate_command("flydsl_mxfp8_8wave_gemm", arm="real_2x2")
     out = capsys.readouterr().out
     assert rc == 1 and "NOT AS EXPECTED" in out

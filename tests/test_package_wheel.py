@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import zipfile
 from pathlib import Path
@@ -81,13 +82,17 @@ def venv(built) -> dict:
                         "SKILL_SERVER_STATE_DIR", "XDG_STATE_HOME", "XDG_CACHE_HOME")}
     env["HOME"] = str(home)
     vdir = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(vdir)], check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "venv", str(vdir)], check=True, timeout=300)
     py = vdir / "bin" / "python"
-    # dependencies come from this interpreter's site-packages: nothing is downloaded
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-index", str(built["wheel"])],
-                   env=env, cwd=home, check=True, timeout=300)
     site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                env=env, cwd=home, capture_output=True, text=True, check=True).stdout.strip())
+    # dependencies come from this interpreter's site-packages (the project's .venv), nothing is
+    # downloaded. A plain path line, not --system-site-packages: a venv made from a venv gets the
+    # *base* interpreter's site, and the .pth files there (this checkout's editable install) stay unread
+    ours = sysconfig.get_paths()
+    (site / "_deps_of_the_test_runner.pth").write_text("\n".join(dict.fromkeys([ours["purelib"], ours["platlib"]])) + "\n")
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(built["wheel"])],
+                   env=env, cwd=home, check=True, timeout=300)
     return {"py": py, "bin": vdir / "bin", "env": env, "home": home, "site": site}
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from skill_server.cli.verify_support import options_from_args
+from skill_server.doctor import runner as doctor_runner
 from skill_server.doctor.plan import VERIFY_CHECKS
 from skill_server.doctor.result import BLOCKING, CheckResult
-from skill_server.doctor.runner import run_doctor
 
 PREFLIGHT_BUDGET_S = 60.0
 # A long-lived server verifies many times on one box: a passed preflight is remembered for this
@@ -80,7 +80,7 @@ def verify_refusal(device: str | None = None, profile: bool = True, budget_s: fl
     with _passed_lock:
         if time.monotonic() - _passed.get(key, float("-inf")) < PASSED_TTL_S:
             return None
-    report = run_doctor(checks, budget_s=budget_s)
+    report = doctor_runner.run_doctor(checks, budget_s=budget_s)
     lines = [_line(c) for c in report.checks if c.status in BLOCKING]
     if wants_gpu and not lines:
         device_check = next((c for c in report.checks if c.id == "device"), None)

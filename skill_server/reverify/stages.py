@@ -23,8 +23,8 @@ from skill_server.cards.vocabulary import VocabularyError, vocabulary
 from skill_server.ledger.models import PlatformInfo, parse_shape_text, shape_text
 from skill_server.reverify.claims import ReverifyStatus
 from skill_server.reverify.models import ShapeOutcome, StageResult, short
+from verifiers.gfx950 import env as gfx950_env
 from verifiers.gfx950.check import check_kernel
-from verifiers.gfx950.env import toolchain_problem
 
 DRIFT_TOLERANCE = 0.05  # relative; a card's expects.noise_floor widens it
 GateRunner = Callable[[str], list[Any]]
@@ -57,7 +57,7 @@ def run_gate_stage(card: Card, project_root: Path, runner: GateRunner | None) ->
         return StageResult(name="gates", status="NOT_APPLICABLE",
                            reason=f"kernels/{folder} declares no gfx950 compile targets (gfx950_targets.py)"), []
     if runner is default_gate_runner:
-        problem = toolchain_problem()
+        problem = gfx950_env.toolchain_problem()
         if problem:
             return StageResult(name="gates", status="SKIPPED", reason=f"FlyDSL cannot compile for gfx950 here: {problem}"), []
     try:
