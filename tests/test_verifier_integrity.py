@@ -17,6 +17,7 @@ from verifiers.launch import files
 from verifiers.launch import judge_launch
 from verifiers.launch import runner
 from verifiers.api import verify
+from verifiers.arms.candidate import parse_candidate
 from verifiers.options import VerifyOptions
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -41,7 +42,8 @@ def test_the_callers_time_limit_kills_the_judge_and_fails(monkeypatch):
     monkeypatch.setattr(runner, "STARTUP_ALLOWANCE_S", 0.0)
     monkeypatch.setenv("SKILL_SERVER_WARM_JUDGE", "0")  # an exec'd judge that only sleeps
     monkeypatch.setattr(judge_launch, "judge_command", lambda prefix: [sys.executable, "-c", "import time; time.sleep(60)"])
-    reports = runner.run_judge(PROBLEM_FILE, "x.py:build", ["32x32x32"], None, VerifyOptions(time_limit_s=1.0))
+    reports = runner.run_judge(PROBLEM_FILE, parse_candidate("x.py:build"), ["32x32x32"], None, {},
+                               VerifyOptions(time_limit_s=1.0))
     assert reports[0].verdict in ("ERROR", "FAIL") and "time limit" in reports[0].stages["load"].reason
     assert verifier_processes() == []
 
