@@ -35,7 +35,7 @@ DRIFTS = [  # (card, text in SKILL.md, replacement, field reported, message part
     (BLOCKSCALE, "cpu: torch_dequant}", "cpu: ck_blockscale}", "verifier.baseline.cpu", "runs on ['rocm'], not on cpu"),
     (MXFP8, "min_cosine: 0.9999}", "min_cosine: 0.99}", "verifier.parity.min_cosine", "0.99 in the card, 0.9999"),
     (MXFP8, "parity: {mode: strict,", "parity: {mode: relaxed,", "verifier.parity.mode", "the problem checks 'strict'"),
-    (MXFP8, "shapes: [1024x5120x2048,", "shapes: [1024x5120,", "verifier.shapes.0", "2 values; expected MxNxK"),
+    (MXFP8, "shapes: [1024x5120x2048,", "shapes: [1024x5120,", "verifier.shapes.0", "expected 3 values"),
 ]
 
 
