@@ -162,7 +162,7 @@ def test_planted_bytecode_for_a_harness_module_fails_the_run_and_is_removed(monk
     # the fallback where arms are not confined (no Landlock): with the sandbox the tree is read-only
     # to the candidate (tests/test_verifier_sandbox.py)
     monkeypatch.setenv("SKILL_SERVER_SANDBOX", "off")
-    pyc = REPO / "verifiers" / "__pycache__" / f"stats.{sys.implementation.cache_tag}.pyc"
+    pyc = REPO / "verifiers" / "judge" / "__pycache__" / f"stats.{sys.implementation.cache_tag}.pyc"
     try:
         report = run("planted_pyc", **PARITY_ONLY)
         assert report.verdict == "FAIL"
