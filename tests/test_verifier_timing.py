@@ -28,7 +28,10 @@ def timed(candidate_arm: str, baseline: str, shape: str, **options):
 def test_aa_run_gives_no_difference():
     report, t = timed("torch_mm", "torch_mm", "192x192x192", rounds=7)
     assert t.status == "PASS", t.failures
-    assert report.verdict == "NO_DIFFERENCE" and t.verdict == "NO_DIFFERENCE"
+    if report.verdict == "INCONCLUSIVE":  # a busy box is not a cheat: allowed only when the box is named
+        assert "loaded" in (t.inconclusive or ""), (t.inconclusive, t.box_load)
+    else:
+        assert report.verdict == "NO_DIFFERENCE" and t.verdict == "NO_DIFFERENCE"
     assert [r.order for r in t.aa.rounds][:2] == ["ABBA", "BAAB"]
     assert t.ab.ci_low <= 1.0 + t.noise_floor
     # every arm warmed in batches until one was no faster than 0.9x the last; blocks sized on the last
