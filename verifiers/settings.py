@@ -70,6 +70,8 @@ class VerifierSettings(EnvironmentSettings):
     sandbox: bool = Field(True, description="on/off: confine arm processes with Landlock (off: the operator's choice)")
     require_sandbox: bool = Field(False, description="1/0: refuse to run an arm unconfined")
     warm_judge: bool = Field(True, description="1/0: fork judges from a warm template (0: exec each judge fresh)")
+    persist_bytecode: bool = Field(True, description="1/0: keep trusted bytecode in the cache folder across runs "
+                                   "(only while arms run under Landlock; 0: in memory only)")
     arm_env: str = Field("", description="extra variable names an arm may see, comma-separated, PREFIX* for a prefix")
     ld_lld: Path | None = Field(None, description="the ld.lld that links gfx950 code objects")
     llvm_objdump: Path | None = Field(None, description="the llvm-objdump (LLVM 22) the gfx950 emulator decodes with")
@@ -79,7 +81,7 @@ class VerifierSettings(EnvironmentSettings):
     emulator_lockstep: bool = Field(True, description="1/0: the gfx950 emulator runs waves in lockstep (0: one at a time)")
     emulator_batch_waves: int | None = Field(None, gt=0, description="a positive number of waves per lockstep batch")
 
-    @field_validator("sandbox", "require_sandbox", "warm_judge", "emulator_lockstep", mode="before")
+    @field_validator("sandbox", "require_sandbox", "warm_judge", "persist_bytecode", "emulator_lockstep", mode="before")
     @classmethod
     def _switches(cls, value: object) -> object:
         return _switch(value)
