@@ -34,8 +34,24 @@ def test_aa_run_gives_no_difference():
         assert report.verdict == "NO_DIFFERENCE" and t.verdict == "NO_DIFFERENCE"
     assert [r.order for r in t.aa.rounds][:2] == ["ABBA", "BAAB"]
     assert t.ab.ci_low <= 1.0 + t.noise_floor
-    # every arm warmed in batches until one was no faster than 0.9x the last; blocks sized on the last
-    assert len(t.warmup) == 3 and all(w.batches >= 2 and w.calls == 10 * w.batches for w in t.warmup), t.warmup
+    # every arm warmed in batches until one was no faster than 0.9x the last (a first batch of 3
+    # calls, then batches of 10 for calls this fast); blocks sized on the last
+    assert len(t.warmup) == 3 and all(w.batches >= 2 and w.calls == 3 + 10 * (w.batches - 1) for w in t.warmup), t.warmup
+
+
+def test_slow_calls_warm_up_in_small_batches_and_fast_ones_in_full_batches():
+    """A call of ~110 ms (Triton's CPU interpreter is 0.4-1.5 s) warms up in batches sized to half
+    a second, not 10 calls each, and its blocks hold 2 calls, not 3: a smoke verification spent
+    most of its time warming up and in long blocks."""
+    report, t = timed("mm_slow_call", "torch_mm", "128x128x128", rounds=5)
+    assert t is not None, (report.verdict, {k: v.reason[:200] for k, v in report.shape_reports[0].stages.items()})
+    slow = [w for w in t.warmup if w.wall_per_call_ms > 60]
+    assert slow, [(w.arm, w.wall_per_call_ms) for w in t.warmup]
+    for w in slow:  # 3 calls, then ceil(500 ms / cost) each: fewer than 10 per batch
+        assert w.batches >= 2 and w.calls < 10 * w.batches and w.calls >= 6, w
+    fast = [w for w in t.warmup if w.wall_per_call_ms < 5]
+    assert fast and all(w.calls == 3 + 10 * (w.batches - 1) for w in fast), t.warmup
+    assert t.ab.calls_per_block == 2 and t.aa.calls_per_block > 2, (t.ab.calls_per_block, t.aa.calls_per_block)
 
 
 def test_the_baseline_side_can_alternate_between_its_two_processes():
