@@ -101,3 +101,17 @@ def test_a_second_process_imports_torch_from_the_persisted_cache(tmp_path):
     counts = [int(subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                                  check=True).stdout.split()[-1]) for _ in range(2)]
     assert counts[0] == 0 and counts[1] > 5, counts
+
+
+def test_the_templates_prefix_lies_where_no_arm_writes_and_orphans_are_removed(tmp_path):
+    disk = tmp_path / "cache" / "cpython-x"
+    cache = bytecode.BytecodeCache(persist=disk)
+    orphan = disk.parent / f"{disk.name}.work" / "verifier-pycache-999999999-abc"
+    orphan.mkdir(parents=True)
+    private = cache.fresh_prefix(private=True)
+    try:  # beside the disk cache (a secret path under Landlock), not in /dev/shm
+        assert private.parent == disk.parent / f"{disk.name}.work"
+        assert not orphan.exists()  # its process is gone
+        assert cache.fresh_prefix().parent != private.parent
+    finally:
+        bytecode.remove(private)

@@ -143,9 +143,19 @@ class BytecodeCache:
             out.append((disk, {k: v for k, v in persisted.items() if k not in out[0][1]}))
         return out
 
-    def fresh_prefix(self) -> Path:
-        """A new directory holding every cached file that still matches its digest."""
-        target = Path(tempfile.mkdtemp(prefix="verifier-pycache-", dir=scratch_root()))
+    def fresh_prefix(self, private: bool = False) -> Path:
+        """A new directory holding every cached file that still matches its digest.
+
+        ``private``: for a process whose bytecode joins the cache as it is (the warm judge
+        template, which runs no job): the directory goes beside the disk cache, where no arm
+        may write (a GPU arm may write ``/dev/shm``), when there is a disk cache."""
+        disk = self._disk() if private else None
+        parent = disk.parent / f"{disk.name}.work" if disk is not None else None
+        if parent is not None:
+            parent.mkdir(exist_ok=True, mode=0o700)
+            _remove_orphans(parent)
+        target = Path(tempfile.mkdtemp(prefix=f"verifier-pycache-{os.getpid()}-",
+                                       dir=str(parent) if parent else scratch_root()))
         for root, manifest in self._sources():
             _copy_checked(root, manifest, target)
         return target
@@ -185,6 +195,20 @@ class BytecodeCache:
                 os.replace(tmp, disk / MANIFEST)
         except OSError:
             return  # a full or read-only disk: the memory cache still holds the files
+
+
+def _remove_orphans(parent: Path) -> None:
+    """Private prefixes of processes that are gone (killed before they could clean up)."""
+    for entry in parent.glob("verifier-pycache-*-*"):
+        try:
+            pid = int(entry.name.split("-")[2])
+            os.kill(pid, 0)
+        except (ValueError, IndexError):
+            continue
+        except ProcessLookupError:
+            shutil.rmtree(entry, ignore_errors=True)
+        except PermissionError:
+            continue
 
 
 def _install(src: Path, dst: Path, value: str) -> bool:
