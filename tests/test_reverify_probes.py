@@ -16,7 +16,7 @@ from skill_server.ledger.results import PlatformInfo
 from skill_server.reverify.probes import ProbeContext, card_probes, check_prerequisite
 from skill_server.service.facade import SkillService
 from verifiers.gfx950.env import toolchain_problem
-from verifiers.gfx950.gates import GateReport
+from verifiers.gfx950.gates import TargetGates
 
 flydsl_version, _ = flydsl_sources()
 needs_flydsl = pytest.mark.skipif(flydsl_version is None, reason="flydsl not installed")
@@ -140,7 +140,7 @@ def emulated_run(card_id, parity_ok=True, platform="gfx950-emulated", device="gf
 
 
 def scaled_gates(folder, status="PASS"):
-    return [GateReport(folder=folder, target="bm128", status=status, mfma={"v_mfma_scale_f32_16x16x128_f8f6f4": 32})]
+    return [TargetGates(folder=folder, target="bm128", status=status, mfma={"v_mfma_scale_f32_16x16x128_f8f6f4": 32})]
 
 
 @needs_toolchain
@@ -169,7 +169,7 @@ def test_the_scaled_mfma_capability_needs_the_reference_kernel_to_pass_gates_and
                                             (MOE, "flydsl_moe_fp8_partial_store")])
 def test_the_projects_reference_kernel_satisfies_the_capability_with_gates_and_emulated_parity(catalog, card, name):
     p, pr = prereq(catalog, card, name), probes(catalog, card)
-    gates = [GateReport(folder=card, target=GATE_TARGET.get(card, "t0"), status="PASS")]
+    gates = [TargetGates(folder=card, target=GATE_TARGET.get(card, "t0"), status="PASS")]
     met = ProbeContext(project_root=REPO, card_id=card, gate_reports=gates, verifier_reports=[emulated_run(card)])
     check = check_prerequisite(p, met, pr)
     assert check.met is True and f"the project's reference kernel (arm:{FLYDSL_ARM[card]})" in check.detail
@@ -193,9 +193,9 @@ def test_only_the_fused_flydsl_gemm_meets_the_moe_stage2_gemm_capability(catalog
 
     p, pr = prereq(catalog, MOE, "flydsl_moe_fp8_partial_store"), probes(catalog, MOE)
     assert fused_arm_runs_the_flydsl_gemm()
-    store_and_reduce_gates = [GateReport(folder=MOE, target=t, status="PASS")
+    store_and_reduce_gates = [TargetGates(folder=MOE, target=t, status="PASS")
                               for t in ("reduce_infp8_k8_n7168", "store_pf8_n2880_f32acc")]
-    fused_gate = [GateReport(folder=MOE, target="gemm_cshuffle_pf8_n7168_k2048", status="PASS")]
+    fused_gate = [TargetGates(folder=MOE, target="gemm_cshuffle_pf8_n7168_k2048", status="PASS")]
     for arm in ("flydsl_fp8_epilogue", "flydsl_reduce_fp8"):  # the standalone store pass; the reduce alone
         run = emulated_run(MOE)
         run.candidate = f"arm:{arm}"
@@ -230,7 +230,7 @@ def test_a_box_without_a_linker_says_exactly_what_is_missing(catalog, monkeypatc
     """No ld.lld anywhere: every capability names the places looked at and how to fix it,
     whatever gate reports or emulated runs a context carries."""
     monkeypatch.setenv("SKILL_SERVER_LD_LLD", str(tmp_path / "no-ld.lld"))
-    gates = [GateReport(folder=card, target="t0", status="PASS")]
+    gates = [TargetGates(folder=card, target="t0", status="PASS")]
     c = ProbeContext(project_root=REPO, card_id=card, gate_reports=gates, verifier_reports=[emulated_run(card)])
     check = check_prerequisite(prereq(catalog, card, name), c, probes(catalog, card))
     if check.met is not False:  # a FlyDSL checkout with such a kernel on the path (not this box)

@@ -256,12 +256,14 @@ def test_a_verified_ledger_record_keeps_what_confined_the_run(tmp_path):
 
 def test_the_cli_and_the_server_take_the_require_sandbox_setting():
     from skill_server.cli.entry import build_parser
-    from skill_server.cli.verify_support import options_from_args
+    from skill_server.cli.serve import ServeArgs
+    from skill_server.cli.verify_support import VerifyArgs
+    from skill_server.settings import Settings
 
-    parser = build_parser()
+    parser, env = build_parser(), Settings.from_environ({})
     args = parser.parse_args(["verify", "card", "--candidate", "x.py:build", "--require-sandbox"])
-    assert options_from_args(args).require_sandbox is True
-    assert parser.parse_args(["serve", "--require-sandbox"]).require_sandbox is True
+    assert VerifyArgs.from_namespace(args, env).verify_options().require_sandbox is True
+    assert ServeArgs.from_namespace(parser.parse_args(["serve", "--require-sandbox"]), env).require_sandbox is True
 
 
 CONFINED_IMPORT = r"""

@@ -43,12 +43,12 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from verifiers.hw.bounds import PhysicalBound
-from verifiers.hw.boxload import BoxLoad, BoxLoadReport
+from verifiers.hw.boxload import BoxLoad, BoxLoadReading
 from verifiers.judge import checks, stats
 from verifiers.judge.blame import Blame
 from verifiers.judge.gate import LATE_GROW, Pad, gated_calls
 from verifiers.judge.metrics import OutputMetrics
-from verifiers.judge.parity import ParityRules, judge, output_eps
+from verifiers.judge.parity import ParityRules, output_eps, parity_failures
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -188,7 +188,7 @@ class TimingResult(BaseModel):
     late_calls: dict[str, int] = Field(default_factory=dict)  # gated: calls with host time inside a clock, per arm
     gate_pad_us: float | None = None  # gated: the slack pad at the end of the run
     warm_burst_ms: float = 0.0
-    box_load: "BoxLoadReport | None" = None  # CPU used by processes outside the verifier while the arms were timed
+    box_load: "BoxLoadReading | None" = None  # CPU used by processes outside the verifier while the arms were timed
     flush_bytes: int = 0
     flush_required_bytes: int = 0
     rotating_sets: int = 0
@@ -660,7 +660,7 @@ class TimingStage:
         a FAIL into INCONCLUSIVE grants no verdict, so a candidate gains nothing by it; and
         nothing it does raises the measured load (its processes are in the judge's tree)."""
         if self.box is not None:
-            result.box_load = self.box.report()
+            result.box_load = self.box.reading()
         if self.gated:
             assert self.pad is not None
             result.late_calls = {t.arm.label: t.late for t in arms}
@@ -704,7 +704,7 @@ class TimingStage:
                     allowed = math.ceil(self.rules.max_mismatch * m.numel / max(outputs[name].numel(), 1))
                     sampled_rules = self.rules.model_copy(update={"max_mismatch": max(allowed, 2 * ref.mismatches)})
                     entry.failures += [f"{name}: {f}" for f in
-                                       judge(sampled_rules, m, ref, output_eps(outputs[name]), "timed calls (sampled)")]
+                                       parity_failures(sampled_rules, m, ref, output_eps(outputs[name]), "timed calls (sampled)")]
                 result.failures += [f"{t.arm.label}: {f}" for f in entry.failures]
             result.sampled.append(entry)
 
