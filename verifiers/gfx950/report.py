@@ -1,4 +1,4 @@
-"""Render GateReports for people (text) and tools (JSON), and the ``check-kernel`` command.
+"""Render TargetGates for people (text) and tools (JSON), and the ``check-kernel`` command.
 
 ``check_kernel_command`` is what ``skill-server check-kernel CARD [--target NAME] [--json]``
 calls; it returns the process exit code:
