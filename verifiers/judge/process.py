@@ -49,7 +49,7 @@ from verifiers.ipc import channel
 from verifiers.ipc.job import JudgeJob
 from verifiers.judge.blame import Blame
 from verifiers.judge.parity import baseline_ref, candidate_case, plan_for, rules_from, summarize
-from verifiers.judge.profiling import candidate_signature, judge_traces, profile
+from verifiers.judge.profiling import candidate_signature, judge_traces, profile_arms
 from verifiers.judge.session import Arm, Session, TreeWatch
 from verifiers.judge.timing import TimingStage
 from verifiers.launch import files, procwatch
@@ -174,7 +174,7 @@ class Judge:
 
     # -- the run ---------------------------------------------------------------------
     def run(self) -> list[ShapeReport]:
-        t_start = time.perf_counter()
+        t_start = self.t_start = time.perf_counter()
         job = self.job
         self.sandbox = sandbox.support()
         self.require_sandbox = job.options.require_sandbox or sandbox.required()
@@ -359,6 +359,7 @@ class Judge:
                 for label in self.reports:
                     self.stage(label, "timing", "ERROR", f"the second baseline process could not be loaded: {exc.reason}")
         hidden_labels = [lbl for lbl, _ in self.hidden]
+        self.started_s = time.perf_counter() - self.t_start
         for i, label in enumerate(self.labels):
             self._shape(label, hidden_labels if i == 0 else [])
         for label in hidden_labels:
@@ -441,8 +442,13 @@ class Judge:
         gen = torch.Generator().manual_seed(self.rng.getrandbits(63))
         plans = plan_for(self.problem, [label] + hidden_labels, self.seeds, self.secret, self.rng)
         t = time.perf_counter()
+        phases = self.reports[label].phase_seconds
+        if label == self.labels[0]:
+            phases["start"] = round(getattr(self, "started_s", 0.0), 3)
         self.progress.step(f"{label}: baseline references for {len(plans)} parity cases (no candidate process)")
         refs = {p.key: baseline_ref(sessions[p.label], self.a, p, self.rules) for p in plans}
+        phases["baseline_refs"] = round(time.perf_counter() - t, 3)
+        t_solo = time.perf_counter()
         solo = None
         timing_stage = None
         if self.timed and self.a2 is not None and any(r.error is None for r in refs.values()):
@@ -456,10 +462,13 @@ class Judge:
                 self.stage(label, "timing", exc.status, f"before the candidate started: {exc.reason}")
         for blame in self.watch.check():
             self.reports[label].integrity_changes.append(blame.reason)
+        phases["solo"] = round(time.perf_counter() - t_solo, 3)
         # -- the candidate
         self.progress.step(f"{label}: starting the candidate")
+        t_cand = time.perf_counter()
         try:
             cand = self.start_arm(f"candidate {self.spec.label}", "candidate", False, self._builder(), opts.profile)
+            phases["candidate_start"] = round(time.perf_counter() - t_cand, 3)
         except Blame as exc:
             for lbl in [label] + hidden_labels:
                 self.stage(lbl, "load", "FAIL", exc.reason)
@@ -487,11 +496,13 @@ class Judge:
     def _candidate_phase(self, label, hidden_labels, sessions, plans, refs, cand, solo, timing_stage, gen, t) -> None:
         opts = self.options
         cases: dict[str, list] = {lbl: [] for lbl in [label] + hidden_labels}
+        t_parity = time.perf_counter()
         for p in plans:
             self.progress.step(f"parity case {len(sum(cases.values(), [])) + 1}/{len(plans)}")
             cases[p.label].append(candidate_case(sessions[p.label], cand, p, refs[p.key], self.rules, opts.settle_ms / 1e3))
         for blame in self.watch.check():
             self.reports[label].integrity_changes.append(blame.reason)
+        self.reports[label].phase_seconds["candidate_parity"] = round(time.perf_counter() - t_parity, 3)
         if len(self.seeds) < 4 and self.no_timing is None:
             self.flag(label, "few_seeds", "warn", f"{len(self.seeds)} visible parity seeds (at least 4 recommended)")
         elif len(self.seeds) < 4:  # the emulated platform's lean plan (Problem.emulation), by design
@@ -537,11 +548,10 @@ class Judge:
         t = time.perf_counter()
         self.progress.step(f"{label}: profiling both arms (outside the timed loop)")
         opts = self.options
-        try:  # the arm not being profiled is suspended
-            cand.handle.suspend()
-            base_records = profile(session, self.a, opts.profile_calls, self.rules.rtol, self.rules.atol, gen)
-            self.a.handle.suspend()
-            cand_records = profile(session, cand, opts.profile_calls, self.rules.rtol, self.rules.atol, gen)
+        try:  # the profiler starts and stops in both arms at once; each arm's calls run with the other suspended
+            (base_records, cand_records), phases = profile_arms(session, [self.a, cand], opts.profile_calls,
+                                                                 self.rules.rtol, self.rules.atol, gen)
+            self.reports[label].phase_seconds.update(phases)
         except Blame as exc:
             self.stage(label, "signature", exc.status, exc.reason, time.perf_counter() - t)
             self.stage(label, "segment", "SKIPPED", "profiling failed")
@@ -582,6 +592,7 @@ class Judge:
             result.bound = bound
             self.reports[label].bound = bound
         self.reports[label].timing = result
+        self.reports[label].phase_seconds["timing"] = round(time.perf_counter() - t, 3)
         for note in result.notes:
             self.flag(label, "timing_note", "warn", note)
         for n in result.neighbours:
