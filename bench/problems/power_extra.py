@@ -113,7 +113,7 @@ def _calibrate_gpu(gemm, key) -> tuple[float, float]:
     if key in _CAL:
         return _CAL[key]
     flush = torch.empty(64 << 20, dtype=torch.int32, device="cuda")
-    step = max(1, int(0.1 * _rough_ms(gemm) * _cycles_per_ms()))  # a sleep ~10 % of the call longer
+    step = max(1, int(0.25 * _rough_ms(gemm) * _cycles_per_ms()))  # a sleep ~25 % of the call longer
     lo, hi = _sleeping(gemm, BASE_CYCLES), _sleeping(gemm, BASE_CYCLES + step)
     times: dict[int, list[float]] = {0: [], 1: []}
     for i in range(2 * CAL_CALLS):
