@@ -19,8 +19,8 @@ always ends cleanly with its partial results written after every job).
 Part 1: the floor (``bench/timing_floor.py``: one process, events per call, flush outside,
 12 rounds x 2 blocks of 50; on GPUs also one buffer set for both "arms", and two processes,
 which isolate placement and per-process effects of the box itself), ``--repeats`` (20) A/A
-verdicts at default options, the first half of the 3 % power pairs and one 1 % pair, the CLI
-``verified`` record (``skill-server verify`` into a scratch ledger, then ``history``); then, while
+verdicts at default options, the CLI ``verified`` record (``skill-server verify`` into a scratch
+ledger, then ``history``), the first half of the 3 % power pairs and one 1 % pair; then, while
 time is left, the floor's variants, the MPS probe and the ablation (A/A runs with one source of
 noise changed each, ``ABLATION``).
 Part 2: ``skill-server reverify --no-gates`` of all three cards (timed; the block-scale card's
@@ -248,10 +248,10 @@ def part1(run: Runner, cfg: dict[str, Any], device: str, smoke: bool, out: dict[
     out["floor"] = floor_rows(cfg, device, smoke, ("one", "same") if smoke else ("one",))
     for i in range(cfg["repeats"]):
         run.verify("aa", f"aa{i}", cfg["aa_problem"], f"arm:{cfg['aa_arm']}", cfg["aa_arm"], [cfg["shape"]])
-    half = (cfg["power_repeats"] + 1) // 2
-    power_pairs(run, cfg, 0, half, range(min(1, cfg["small_repeats"])))
     if cfg.get("cli", True) and run.left("cli", "CLI verify -> history", 60.0 if not smoke else 0.0):
         out["cli"] = cli_record(cfg, smoke)
+    first, last = _pairs(cfg, 1)
+    power_pairs(run, cfg, first, last, range(min(1, cfg["small_repeats"])))
     if not smoke and run.left("floor", "floor variants (one buffer set; two processes)", 30.0):
         out["floor"] += floor_rows(cfg, device, smoke, ("same", "two"))
     if not smoke and run.left("mps", "CUDA MPS probe", 60.0):
@@ -274,8 +274,17 @@ def part2(run: Runner, cfg: dict[str, Any], device: str, smoke: bool, out: dict[
     if not cfg.get("reverify") or "blockscale" not in str((out.get("reverify") or {}).get("cards")):
         run.verify("twin", "twin vs baseline", cfg["card"], "arm:triton_twin" if not smoke else "arm:bmm",
                    cfg["card_baseline"], cfg["card_shapes"])
+    first, last = _pairs(cfg, 2)
+    power_pairs(run, cfg, first, last, range(min(1, cfg["small_repeats"]), cfg["small_repeats"]))
+
+
+def _pairs(cfg: dict[str, Any], part: int) -> tuple[int, int]:
+    """The 3 % pairs this part runs: ``--pairs FIRST:LAST``, else the first half of
+    ``power_repeats`` in part 1 and the rest in part 2."""
+    if cfg.get("pairs"):
+        return cfg["pairs"]
     half = (cfg["power_repeats"] + 1) // 2
-    power_pairs(run, cfg, half, cfg["power_repeats"], range(min(1, cfg["small_repeats"]), cfg["small_repeats"]))
+    return (0, half) if part == 1 else (half, cfg["power_repeats"])
 
 
 def reverify_all(run: Runner) -> dict[str, Any]:
@@ -559,6 +568,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="folder under bench/results (default h200_precision, smoke: precision_smoke)")
     ap.add_argument("--repeats", type=int, default=None, help="A/A runs (default 20)")
     ap.add_argument("--power-repeats", type=int, default=None, help="runs of each 3 %% power test (default 20)")
+    ap.add_argument("--pairs", default=None, metavar="FIRST:LAST",
+                    help="the 3 %% power pairs this run makes (numbered FIRST .. LAST-1; default: part 1 the first "
+                         "half of --power-repeats, part 2 the rest)")
     ap.add_argument("--summarize", action="store_true", help="run nothing: rebuild summary.md from the part<N>.json in --out")
     ap.add_argument("--no-cli", action="store_true", help="skip the CLI verify -> history record (CI's quick smoke)")
     ap.add_argument("--budget-s", type=float, default=None,
@@ -573,6 +585,14 @@ def main(argv: list[str] | None = None) -> int:
     cfg["cli"] = not args.no_cli
     if args.power_repeats is not None:
         cfg["power_repeats"] = args.power_repeats
+    if args.pairs is not None:
+        try:
+            first, last = (int(x) for x in args.pairs.split(":"))
+            if not 0 <= first <= last:
+                raise ValueError
+        except ValueError:
+            ap.error(f"--pairs {args.pairs!r}: expected FIRST:LAST with 0 <= FIRST <= LAST, e.g. 10:20")
+        cfg["pairs"] = (first, last)
     device = "cpu" if args.smoke else "cuda"
     out_dir = Path(args.out) if args.out and Path(args.out).is_absolute() else \
         HERE / "bench" / "results" / (args.out or ("precision_smoke" if args.smoke else "h200_precision"))

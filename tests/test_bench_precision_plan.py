@@ -81,3 +81,11 @@ def test_the_reverify_row_holds_its_time_against_the_goal_and_the_twin_shapes():
     assert "4096x2048x7168 SLOWER 0.200" in twin, twin
     rv["seconds"] = 331.0
     assert bench.table({"rows": [], "reverify": rv}).count("**no**") == 1
+
+
+def test_the_twenty_power_pairs_are_split_between_the_parts():
+    bench = _bench()
+    cfg = dict(bench.GPU)
+    assert bench._pairs(cfg, 1) == (0, 10) and bench._pairs(cfg, 2) == (10, 20)
+    cfg["pairs"] = (8, 20)  # part 1 ran out of time after 8 pairs: part 2 makes the rest
+    assert bench._pairs(cfg, 2) == (8, 20)
