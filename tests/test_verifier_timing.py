@@ -127,6 +127,20 @@ def test_no_arm_is_timed_after_it_ran_the_profiler():
     assert t.status == "PASS" and t.ab.speedup > 0.6, (t.ab.speedup, t.reason)  # 0.33 if timed after profiling
 
 
+def test_with_several_shapes_the_baseline_is_profiled_once_after_every_shape_was_timed():
+    """The baseline process serves every shape: profiled after the first shape's rounds, it would
+    be timed at the next shape with the profiler's after-effects (three times slower here, the
+    A/B reading ~3x FASTER for an A/A). It is profiled once, at every shape, after the last
+    shape's rounds, and each shape's signature still sees both arms."""
+    report = verify(PROBLEM_FILE, "arm:mm_slows_once_profiled", baseline="mm_slows_once_profiled",
+                    shapes=["192x192x192", "160x160x160"], options=fast_options())
+    for s in report.shape_reports:
+        assert s.stages["signature"].status == "PASS", (s.shape, s.stages["signature"].reason)
+        assert [c.arm.split()[0] for c in s.signature] == ["baseline", "candidate"]
+        t = s.timing
+        assert t.status == "PASS" and 0.6 < t.ab.speedup < 1.6, (s.shape, t.ab.speedup, t.reason)
+
+
 def test_calls_shorter_than_the_timer_floor_are_inconclusive():
     report, t = timed("torch_mm", "torch_mm", "4x4x4", floor_calls=40)  # the default: a steadier floor median
     assert t.status == "PASS" and t.verdict is None and report.verdict == "INCONCLUSIVE", (t.reason, t.failures)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from verifiers.problem import EmulationSpec, ParitySpec, Problem, SegmentSpec
 
 from .arms import ARMS
-from .inputs import PERTURBATIONS, make_inputs, make_outputs, oracle
+from .inputs import PERTURBATIONS, STATIC_INPUTS, make_inputs, make_outputs, oracle, oracle_at, refresh_inputs
 
 CARD_ID = "flydsl_mxfp8_8wave_gemm"
 
@@ -78,4 +78,8 @@ PROBLEM = Problem(
     min_bytes=min_bytes,
     smoke_shapes=SMOKE_SHAPES,
     emulation=EMULATION,
+    # per timed call: fresh activations on the device, the weight static, sampled elements checked
+    static_inputs=STATIC_INPUTS,
+    refresh_inputs=refresh_inputs,
+    oracle_at=oracle_at,
 )
