@@ -252,14 +252,27 @@ def part1(run: Runner, cfg: dict[str, Any], device: str, smoke: bool, out: dict[
         out["cli"] = cli_record(cfg, smoke)
     first, last = _pairs(cfg, 1)
     power_pairs(run, cfg, first, last, range(min(1, cfg["small_repeats"])))
+    extras(run, cfg, device, smoke, out)
+
+
+def extras(run: Runner, cfg: dict[str, Any], device: str, smoke: bool, out: dict[str, Any]) -> None:
+    """While time is left: the floor's variants, the MPS probe and the ablation."""
     if not smoke and run.left("floor", "floor variants (one buffer set; two processes)", 30.0):
-        out["floor"] += floor_rows(cfg, device, smoke, ("same", "two"))
+        out["floor"] = out.get("floor", []) + floor_rows(cfg, device, smoke, ("same", "two"))
     if not smoke and run.left("mps", "CUDA MPS probe", 60.0):
         out["mps"] = mps_rows(run, cfg, device)
     for label, change in (ABLATION[3:5] if smoke else ABLATION):
         for i in range(cfg["ablation_runs"]):
             run.verify("ablation", f"{label} #{i}", cfg["aa_problem"], f"arm:{cfg['aa_arm']}", cfg["aa_arm"],
                        [cfg["shape"]], **change)
+
+
+def part3(run: Runner, cfg: dict[str, Any], device: str, smoke: bool, out: dict[str, Any]) -> None:
+    """A third call where the session's device time allows: more 1 % pairs (``--small-pairs``),
+    then the extras part 1 had no time for."""
+    first, last = cfg.get("small_pairs") or (cfg["small_repeats"], cfg["small_repeats"])
+    power_pairs(run, cfg, 0, 0, range(first, last))
+    extras(run, cfg, device, smoke, out)
 
 
 def part2(run: Runner, cfg: dict[str, Any], device: str, smoke: bool, out: dict[str, Any]) -> None:
@@ -474,7 +487,7 @@ def table(results: dict[str, Any]) -> str:
     if rv:
         lines.append(f"| skill-server reverify, all cards (GPU arms, --no-gates) | {rv.get('seconds')} s, rc {rv.get('rc')}: "
                      + ", ".join(f"{c['card']} {c['status']}" for c in rv.get("cards", []))
-                     + f" | <= 300 s | {_met(rv.get('rc') in (0, 1) and rv.get('seconds', 1e9) <= GOALS['reverify_s'])} |")
+                     + f" | <= 300 s, a verdict for every shape | {_met(rv.get('rc') in (0, 1) and rv.get('seconds', 1e9) <= GOALS['reverify_s'] and all(sh.get('verdict') not in (None, 'ERROR') for c in rv.get('cards', []) for sh in c.get('shapes', [])))} |")
         for c in rv.get("cards", []):
             if "blockscale" in str(c.get("card")) and c.get("shapes"):
                 lines.append("| twin vs baseline (reverify of the block-scale card) | " + "; ".join(
@@ -563,7 +576,9 @@ def _verdicts(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--part", type=int, choices=(1, 2), action="append", help="1, 2 (default: both)")
+    ap.add_argument("--part", type=int, choices=(1, 2, 3), action="append",
+                    help="1, 2 (default: both); 3: more 1 %% pairs (--small-pairs), then the ablation")
+    ap.add_argument("--small-pairs", default=None, metavar="FIRST:LAST", help="part 3: the 1 %% pairs it makes")
     ap.add_argument("--smoke", action="store_true", help="CPU, tiny shapes, few runs")
     ap.add_argument("--out", default=None, help="folder under bench/results (default h200_precision, smoke: precision_smoke)")
     ap.add_argument("--repeats", type=int, default=None, help="A/A runs (default 20)")
@@ -593,6 +608,14 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError:
             ap.error(f"--pairs {args.pairs!r}: expected FIRST:LAST with 0 <= FIRST <= LAST, e.g. 10:20")
         cfg["pairs"] = (first, last)
+    if args.small_pairs is not None:
+        try:
+            first, last = (int(x) for x in args.small_pairs.split(":"))
+            if not 0 <= first <= last:
+                raise ValueError
+        except ValueError:
+            ap.error(f"--small-pairs {args.small_pairs!r}: expected FIRST:LAST with 0 <= FIRST <= LAST, e.g. 3:9")
+        cfg["small_pairs"] = (first, last)
     device = "cpu" if args.smoke else "cuda"
     out_dir = Path(args.out) if args.out and Path(args.out).is_absolute() else \
         HERE / "bench" / "results" / (args.out or ("precision_smoke" if args.smoke else "h200_precision"))
@@ -611,19 +634,20 @@ def main(argv: list[str] | None = None) -> int:
                      "cpu" if args.smoke else "gpu")
         results["skipped"] = run.skipped
         t0 = time.perf_counter()
-        (part1 if part == 1 else part2)(run, cfg, device, args.smoke, results)
+        {1: part1, 2: part2, 3: part3}[part](run, cfg, device, args.smoke, results)
         meta["seconds"] = round(time.perf_counter() - t0, 1)
         save()
         (out_dir / f"part{part}.md").write_text(f"# Part {part}, {meta['device']}, {meta['time_utc']}\n\n"
                                                  f"`{meta['command']}`, {meta['seconds']} s\n\n" + table(results))
     merged: dict[str, Any] = {"rows": [], "smoke": args.smoke, "skipped": []}
-    for part in (1, 2):
+    for part in (1, 2, 3):
         p = out_dir / f"part{part}.json"
         if p.exists():
             data = json.loads(p.read_text())
             merged["rows"] += data.get("rows", [])
             merged["skipped"] += data.get("skipped", [])
-            for key in ("floor", "cli", "mps", "reverify"):
+            merged["floor"] = merged.get("floor", []) + data.get("floor", [])  # part 3 adds the floor's variants
+            for key in ("cli", "mps", "reverify"):
                 if key in data:
                     merged[key] = data[key]
     text = table(merged)
