@@ -650,6 +650,12 @@ def main(argv: list[str] | None = None) -> int:
             for key in ("cli", "mps", "reverify"):
                 if key in data:
                     merged[key] = data[key]
+    ran = {f"{r.get('group')}: {r.get('name')}" for r in merged["rows"]}
+    if "mps" in merged:
+        ran.add("mps: CUDA MPS probe")
+    if len(merged.get("floor", [])) > 1:
+        ran.add("floor: floor variants (one buffer set; two processes)")
+    merged["skipped"] = [s for s in merged["skipped"] if s not in ran]  # a later part may have run it
     text = table(merged)
     if merged["skipped"]:
         text += f"\nSkipped (the part's budget): {len(merged['skipped'])} job(s): " + "; ".join(merged["skipped"][:12]) + "\n"

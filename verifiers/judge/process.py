@@ -25,6 +25,7 @@ results go back on the authenticated channel (``verifiers.ipc.channel``).
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
@@ -491,12 +492,12 @@ class Judge:
             self.arms.remove(cand)
             for blame in self.watch.check():
                 self.reports[label].integrity_changes.append(blame.reason)
-            if solo is not None:
-                for t_arm in (solo.a, solo.a2):
-                    for bound in t_arm.sets:
-                        sessions[label].release(bound)
+            if timing_stage is not None:  # A's, A''s and C's sets: the next shape allocates its own
+                timing_stage.release()
             if self.device.is_gpu:
+                gc.collect()  # buffers caught in reference cycles hold device memory until collected
                 torch.cuda.ipc_collect()
+                torch.cuda.empty_cache()
 
     def _candidate_phase(self, label, hidden_labels, sessions, plans, refs, cand, solo, timing_stage, gen, t) -> None:
         opts = self.options

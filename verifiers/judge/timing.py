@@ -276,6 +276,7 @@ class TimingStage:
         self.neighbours, self.gen, self.our_pids = neighbours, generator, our_pids
         self.say = say or (lambda _m: None)
         self.gpu = session.device.is_gpu
+        self.timed: list[TimedArm] = []  # every arm set up here: their buffer sets end with the shape
         self.seen_neighbours: list[str] = []
         # the gated and chained protocols order calls on the device through interprocess events
         self.chain_note = None
@@ -325,7 +326,19 @@ class TimingStage:
     # -- arms ------------------------------------------------------------------------
     def setup(self, arm: "Arm") -> TimedArm:
         sets = [self.s.bind(arm, self.s.values_for(self.s.fresh_seed())) for _ in range(self.cfg.rotating_sets)]
-        return TimedArm(arm, sets, checks.SampleChecks(self.rules.rtol, self.rules.atol))
+        timed = TimedArm(arm, sets, checks.SampleChecks(self.rules.rtol, self.rules.atol))
+        self.timed.append(timed)
+        return timed
+
+    def release(self) -> None:
+        """Free every buffer set of every arm timed here (the judge's device memory for this
+        shape: at a MoE card's shapes ~9 sets of several GiB each, which the next shape needs)."""
+        for t in self.timed:
+            for bound in t.sets:
+                self.s.release(bound)
+                bound.values.clear()
+            t.sets, t.pending = [], []
+        self.timed = []
 
     def _staged(self, t: TimedArm, n: int) -> list[tuple["BoundSet", dict]]:
         """The buffer set and fresh values of each of the next ``n`` calls, the values in the
