@@ -600,22 +600,9 @@ def main(argv: list[str] | None = None) -> int:
     cfg["cli"] = not args.no_cli
     if args.power_repeats is not None:
         cfg["power_repeats"] = args.power_repeats
-    if args.pairs is not None:
-        try:
-            first, last = (int(x) for x in args.pairs.split(":"))
-            if not 0 <= first <= last:
-                raise ValueError
-        except ValueError:
-            ap.error(f"--pairs {args.pairs!r}: expected FIRST:LAST with 0 <= FIRST <= LAST, e.g. 10:20")
-        cfg["pairs"] = (first, last)
-    if args.small_pairs is not None:
-        try:
-            first, last = (int(x) for x in args.small_pairs.split(":"))
-            if not 0 <= first <= last:
-                raise ValueError
-        except ValueError:
-            ap.error(f"--small-pairs {args.small_pairs!r}: expected FIRST:LAST with 0 <= FIRST <= LAST, e.g. 3:9")
-        cfg["small_pairs"] = (first, last)
+    for flag, key, value in (("--pairs", "pairs", args.pairs), ("--small-pairs", "small_pairs", args.small_pairs)):
+        if value is not None:
+            cfg[key] = _pair_range(ap, flag, value)
     device = "cpu" if args.smoke else "cuda"
     out_dir = Path(args.out) if args.out and Path(args.out).is_absolute() else \
         HERE / "bench" / "results" / (args.out or ("precision_smoke" if args.smoke else "h200_precision"))
@@ -664,6 +651,17 @@ def main(argv: list[str] | None = None) -> int:
     (out_dir / "summary.md").write_text(f"# Verifier precision ({'CPU smoke' if args.smoke else 'GPU'})\n\n" + text)
     print(text)
     return 1 if bad else 0
+
+
+def _pair_range(ap: argparse.ArgumentParser, flag: str, value: str) -> tuple[int, int]:
+    """``FIRST:LAST`` of a pair-numbering option, or the parser's usage error."""
+    try:
+        first, last = (int(x) for x in value.split(":"))
+        if not 0 <= first <= last:
+            raise ValueError
+    except ValueError:
+        ap.error(f"{flag} {value!r}: expected FIRST:LAST with 0 <= FIRST <= LAST, e.g. 10:20")
+    return first, last
 
 
 def _device_name(device: str) -> str:

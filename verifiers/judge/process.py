@@ -575,7 +575,7 @@ class Judge:
             earlier.deadline = time.monotonic() + opts.time_limit_s  # its own shape's limit ran out meanwhile
         jobs = [(self.a, earlier) for earlier, _, _ in pending.values()] + [(self.a, session), (cand, session)]
         try:  # the profiler starts and stops in both arms at once; each arm's calls run with the other suspended
-            records, phases = profile_arms(jobs, opts.profile_calls, self.rules.rtol, self.rules.atol, gen)
+            records, phases = self._profile_jobs(jobs, gen)
         except Blame as exc:
             self._profile_failed(label, exc, t)
             if exc.arm is cand:  # the candidate's fault is its shape's; the baseline's other shapes still count
@@ -585,13 +585,21 @@ class Judge:
                 for lbl, (_, _, t_lbl) in pending.items():
                     self._profile_failed(lbl, exc, t_lbl)
             return
+        self.reports[label].phase_seconds.update(phases)
+        self._judge_pending(pending, records)
+        self._judge_profile(label, records[-2], records[-1], t)
+
+    def _profile_jobs(self, jobs: list, gen: Any) -> tuple[list, dict[str, float]]:
+        try:
+            return profile_arms(jobs, self.options.profile_calls, self.rules.rtol, self.rules.atol, gen)
         finally:
             if self.a.handle.alive:
                 self.a.handle.suspend()
-        self.reports[label].phase_seconds.update(phases)
-        for (lbl, (_, cand_records, t_lbl)), base_records in zip(pending.items(), records):
-            self._judge_profile(lbl, base_records, cand_records, t_lbl)
-        self._judge_profile(label, records[-2], records[-1], t)
+
+    def _judge_pending(self, pending: dict[str, tuple[Any, Any, float]], base_records: list) -> None:
+        """Judge each earlier shape's traces: its candidate's, and the baseline's at that shape."""
+        for (lbl, (_, cand_records, t_lbl)), base in zip(pending.items(), base_records):
+            self._judge_profile(lbl, base, cand_records, t_lbl)
 
     def _baseline_profiles(self, gen: Any) -> None:
         """The baseline's profile for the shapes still waiting for it (the last shape's
@@ -602,17 +610,12 @@ class Judge:
         for earlier, _, _ in pending.values():
             earlier.deadline = time.monotonic() + self.options.time_limit_s
         try:
-            records, _ = profile_arms([(self.a, earlier) for earlier, _, _ in pending.values()],
-                                      self.options.profile_calls, self.rules.rtol, self.rules.atol, gen)
+            records, _ = self._profile_jobs([(self.a, earlier) for earlier, _, _ in pending.values()], gen)
         except Blame as exc:
             for lbl, (_, _, t_lbl) in pending.items():
                 self._profile_failed(lbl, exc, t_lbl)
             return
-        finally:
-            if self.a.handle.alive:
-                self.a.handle.suspend()
-        for (lbl, (_, cand_records, t_lbl)), base_records in zip(pending.items(), records):
-            self._judge_profile(lbl, base_records, cand_records, t_lbl)
+        self._judge_pending(pending, records)
 
     def _profile_failed(self, label: str, exc: Blame, t: float) -> None:
         self.stage(label, "signature", exc.status, exc.reason, time.perf_counter() - t)
