@@ -56,8 +56,8 @@ def blockscale_deepk(m: int) -> dict:
 
     from verifiers.gfx950.compile import compile_targets
     from verifiers.gfx950.emulator.flydsl_arm import EmulatedKernel
-    from verifiers.metrics import output_metrics
-    from verifiers.parity import judge, output_eps, rules_from
+    from verifiers.judge.metrics import output_metrics
+    from verifiers.judge.parity import judge, output_eps, rules_from
     from verifiers.problem import load_problem
 
     art = compile_targets(FOLDER, [DEEPK_TARGET])[DEEPK_TARGET]

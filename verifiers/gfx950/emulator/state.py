@@ -54,6 +54,10 @@ class Pending:
     lds_addr: np.ndarray | None = None  # buffer->LDS DMA: byte addresses and bytes
     lds_bytes: np.ndarray | None = None
     issue: str = ""
+    #: issued by a batched handler for several waves at once (``ops.batched.Lot``): this
+    #: wave's data is row ``j`` of the lot's, so a wait that lands them all copies once
+    lot: object = None
+    j: int = 0
 
 
 def f32_bits(x: float) -> int:

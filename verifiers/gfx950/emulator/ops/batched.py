@@ -21,7 +21,7 @@ import numpy as np
 from verifiers.gfx950.emulator.operands import EXEC, Const, Reg
 from verifiers.gfx950.emulator.ops.common import PURE, bits, f32, output_mods
 from verifiers.gfx950.emulator.ops.registry import ORIGINAL
-from verifiers.gfx950.emulator.state import LANES, POISON, _float_mods, const_bits
+from verifiers.gfx950.emulator.state import LANES, POISON, Pending, _float_mods, const_bits
 
 U32 = np.uint32
 WIDE = frozenset({"b64", "f64", "u64", "i64"})
@@ -130,6 +130,71 @@ def store(waves, rows, dst: Reg, vals: np.ndarray, pois: np.ndarray, dwords: int
 
 def full_poison(p: np.ndarray) -> np.ndarray:
     return np.where(p != 0, POISON, np.uint8(0))
+
+
+# ------------------------------------------------------------------ loads issued for many waves
+_ALL_LANES = np.ones(LANES, dtype=bool)
+_ALL_LANES.setflags(write=False)
+
+
+class Lot:
+    """The registers one batched load fills in several waves: ``vdata`` / ``vpoison``
+    [W, dwords, 64], row ``j`` for ``waves[j]`` (batch rows ``rows``: a slice or a list).
+    One ``Pending`` (``pending``) stands for the load in every one of those waves."""
+
+    __slots__ = ("rows", "regs", "vdata", "vpoison", "size", "pending", "_index")
+
+    def __init__(self, rows, regs: tuple[int, ...], vdata: np.ndarray, vpoison: np.ndarray) -> None:  # noqa: ANN001
+        self.rows, self.regs, self.vdata, self.vpoison = rows, regs, vdata, vpoison
+        self.size = vdata.shape[0]
+        self.pending = None
+        self._index = None
+
+    def j(self, w) -> int:  # noqa: ANN001
+        """The lot's row of wave ``w``."""
+        if isinstance(self.rows, slice):
+            return w.slot
+        if self._index is None:
+            self._index = {slot: j for j, slot in enumerate(self.rows)}
+        return self._index[w.slot]
+
+    def row(self, w):  # noqa: ANN001, ANN201
+        """(vdata, vpoison) [dwords, 64] of wave ``w``."""
+        j = self.j(w)
+        return self.vdata[j], self.vpoison[j]
+
+    def land(self, batch, js: list[int] | None = None) -> None:  # noqa: ANN001 - lockstep.Batch
+        """Copy rows ``js`` (None: every wave of the lot) into the batch's register file."""
+        r0, n = self.regs[0], len(self.regs)
+        if js is None or len(js) == self.size:
+            rows, data, pois = self.rows, self.vdata, self.vpoison
+        else:
+            sel = np.asarray(js)
+            rows = sel if isinstance(self.rows, slice) else np.asarray(self.rows)[sel]
+            data, pois = self.vdata[sel], self.vpoison[sel]
+        batch.v[rows, r0 : r0 + n] = data
+        batch.vp[rows, r0 : r0 + n] = pois
+
+
+def issue_loads(waves, rows, counter: str, regs: tuple[int, ...], vdata: np.ndarray, vpoison: np.ndarray,  # noqa: ANN001
+                issue: str) -> None:
+    """As the per-wave handlers' load issue with every lane active, for ``waves`` (batch rows
+    ``rows``) at once: the data in one ``Lot``, one ``Pending`` shared by the waves' queues
+    (the hazard and wait bookkeeping stay per wave; ``flow.land`` takes a wave's row)."""
+    lot = Lot(rows, regs, vdata, vpoison)
+    p = lot.pending = Pending(counter, vregs=regs, vmask=_ALL_LANES, issue=issue, lot=lot)
+    fresh = dict.fromkeys(regs, p)
+    for w in waves:
+        w.pending.append(p)
+        w.pending_v.update(fresh)
+
+
+def issue_marker(waves, counter: str, issue: str) -> None:  # noqa: ANN001
+    """A store or LDS write counted by ``counter`` in every wave: one shared ``Pending`` (it
+    carries no data, landing it changes nothing)."""
+    p = Pending(counter, issue=issue)
+    for w in waves:
+        w.pending.append(p)
 
 
 # ------------------------------------------------------------------ elementwise VALU

@@ -347,8 +347,7 @@ def _store_batched(waves, ins) -> bool:  # noqa: ANN001 - ``_mem_op`` stores of 
             ctx.memory.store(addr[sel] + 4 * k, raw[..., 4 * k : 4 * k + 4][sel], what)
     if in_range is not None:
         ctx.stats["buffer_oob_stores"] += int((~in_range).any(axis=2).sum())
-    for w in waves:
-        w.pending.append(Pending("vm", issue=ins.text))
+    B.issue_marker(waves, "vm", ins.text)
     return True
 
 
@@ -404,17 +403,11 @@ def _load_batched(waves, ins) -> bool:  # noqa: ANN001 - ``_mem_op`` loads of wh
         return True
     vals = np.ascontiguousarray(raw).view(U32).transpose(0, 2, 1)  # [W, dwords, 64]
     regs = tuple(range(data_op.index, data_op.index + ndw))
-    clean = _CLEAN[ndw]
-    for j, w in enumerate(waves):  # as _issue_load, with every lane active and no poison
-        p = Pending("vm", vregs=regs, vdata=vals[j], vpoison=clean, vmask=_ALL_LANES, issue=ins.text)
-        w.pending.append(p)
-        for r in regs:
-            w.pending_v[r] = p
+    # as _issue_load, with every lane active and no poison
+    B.issue_loads(waves, rows, "vm", regs, vals, np.broadcast_to(_CLEAN[ndw], vals.shape), ins.text)
     return True
 
 
-_ALL_LANES = np.ones(LANES, dtype=bool)
-_ALL_LANES.setflags(write=False)
 _CLEAN = {n: np.zeros((n, LANES), dtype=np.uint8) for n in (1, 2, 3, 4)}
 for _a in _CLEAN.values():
     _a.setflags(write=False)
