@@ -214,19 +214,21 @@ def _bpermute(w, ins):  # noqa: ANN001
 
 # ------------------------------------------------------------------ batched (ops.batched)
 class _Site:
-    """Where many waves' aligned whole-dword accesses land in their workgroups' ``LdsBank``:
-    ``key`` [W, 64 * dwords] flat bank dword indices (lane-major)."""
+    """Where many waves' aligned accesses (whole dwords, or 1 / 2 bytes inside one dword) land
+    in their workgroups' ``LdsBank``: ``key`` [W, 64 * dwords] flat bank dword indices
+    (lane-major), ``byte`` [W, 64] flat bank byte addresses."""
 
     def __init__(self, waves, addrs: np.ndarray, size: int) -> None:  # noqa: ANN001
         lds = waves[0].group.lds
         self.bank = lds.bank
-        self.ok = (self.bank is not None and not (addrs & 3).any()
+        self.ok = (self.bank is not None and not (addrs & (min(size, 4) - 1)).any()
                    and not ((addrs < 0) | (addrs + size > lds.size)).any())
         if not self.ok:
             return
         gi = np.array([w.group.lds.row for w in waves])[:, None]
-        ndw = size // 4
-        self.key = ((gi * self.bank.dwords + addrs // 4)[..., None] + np.arange(ndw)).reshape(len(waves), -1)
+        ndw = max(1, size // 4)
+        self.byte = gi * (4 * self.bank.dwords) + addrs
+        self.key = ((self.byte // 4)[..., None] + np.arange(ndw)).reshape(len(waves), -1)
         self.epoch = np.array([w.group.epoch for w in waves])[:, None]
         self.me = np.array([w.index for w in waves])[:, None]
 
@@ -302,16 +304,16 @@ def _read_batched(waves, ins) -> bool:  # noqa: ANN001 - ``_read`` of aligned wh
     return True
 
 
-def _write_batched(waves, ins) -> bool:  # noqa: ANN001 - ``_write`` of aligned whole dwords for many waves
+def _write_batched(waves, ins) -> bool:  # noqa: ANN001 - ``_write`` of aligned accesses for many waves
     m = _WRITE.match(ins.mnemonic)
     size = _SIZE[m.group(1)]
-    if m.group(2) or size < 4 or not B.quiet(waves, ins) or B.exec_rows(waves) is not None:
+    if m.group(2) or not B.quiet(waves, ins) or B.exec_rows(waves) is not None:
         return False
     rows = B.slots(waves)
     addrs = _lds_address(waves, rows, ins, 0)
     if addrs is None:
         return False
-    ndw = size // 4
+    ndw = max(1, size // 4)
     g = B.src(waves, rows, ins.operands[1], "b32", ndw)
     if g is None:
         return False
@@ -336,8 +338,14 @@ def _write_batched(waves, ins) -> bool:  # noqa: ANN001 - ``_write`` of aligned 
         racy |= later.reshape(key.shape)
     at.flat("writer")[key] = np.broadcast_to(at.me, key.shape).astype(np.int16)
     at.flat("write_epoch")[key] = np.broadcast_to(at.epoch, key.shape)
-    bank.words[key] = vals.transpose(0, 2, 1).reshape(nw, -1)  # lane-major, as ``key``
-    bank.pwords[key] = _poison_words(vp.transpose(0, 2, 1).reshape(nw, -1))
+    if size >= 4:
+        bank.words[key] = vals.transpose(0, 2, 1).reshape(nw, -1)  # lane-major, as ``key``
+        bank.pwords[key] = _poison_words(vp.transpose(0, 2, 1).reshape(nw, -1))
+    else:  # the low ``size`` bytes of the data register, and their poison bits
+        k = np.arange(size)
+        byte = at.byte[..., None] + k
+        bank.data.reshape(-1)[byte] = ((vals[:, 0, :, None] >> (8 * k).astype(U32)) & U32(0xFF)).astype(np.uint8)
+        bank.poison.reshape(-1)[byte] = ((vp[:, 0, :, None] >> k.astype(np.uint8)) & 1).astype(bool)
     if racy.any():
         for j in np.nonzero(racy.any(axis=1))[0].tolist():
             w = waves[j]
