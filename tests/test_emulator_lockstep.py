@@ -153,3 +153,43 @@ def test_lockstep_matches_one_wave_on_the_blockscale_flydsl_kernel(monkeypatch):
     for name in ("ds_write_b16", "v_cvt_pk_bf16_f32"):
         assert counts.get(name) and calls.get(name) == counts[name], (name, calls.get(name), counts.get(name))
     assert any(landed)
+
+
+def test_lockstep_reports_reads_before_their_wait_as_one_wave_does(monkeypatch):
+    """With the GEMM's LDS waits removed, batched instructions read registers whose loads are
+    still in flight: the batch's in-flight counts (``state.InFlight``, read by
+    ``ops.batched.quiet``) must send them to the per-wave path, which reports each read, in
+    the same places as the one-wave-at-a-time executor."""
+    from tests.emulator_support import nop_out
+    from verifiers.gfx950.emulator.validation import triton_cases
+
+    b = triton_cases.binary("fp8_gemm_16x16x128")
+    patched, _ = nop_out(b.hsaco, b.name, lambda i: i.mnemonic == "s_waitcnt" and "lgkmcnt(0)" in i.text)
+    found = {}
+    for mode in ("0", "1"):
+        monkeypatch.setenv("SKILL_SERVER_EMULATOR_LOCKSTEP", mode)
+        fresh_programs(monkeypatch)
+        r = triton_cases.run_case("fp8_gemm_16x16x128", {"M": 128, "N": 128, "K": 256}, code=patched)
+        found[mode] = sorted({(h.kind, h.address) for h in r.report.hazards})
+    assert any(kind == "read_before_wait" for kind, _ in found["1"]), found["1"]
+    assert found["0"] == found["1"]
+
+
+def test_in_flight_counts_follow_every_change():
+    """``state.InFlight`` counts a register once per wave (a newer load into it does not count
+    twice), uncounts it on delete, and refuses the dict methods that would skip the counts."""
+    from verifiers.gfx950.emulator.state import InFlight, Pending
+
+    counts: dict = {}
+    a, b = InFlight(counts), InFlight(counts)
+    p, q = Pending("vm"), Pending("vm")
+    a[5] = p
+    a[5] = q  # a second load into v5 of the same wave
+    b.update({5: p, 6: p})
+    assert counts == {5: 2, 6: 1}
+    del a[5]
+    del b[6]
+    assert counts == {5: 1, 6: 0} and dict(b) == {5: p}
+    for method in ("pop", "popitem", "clear", "setdefault"):
+        with pytest.raises(NotImplementedError):
+            getattr(b, method)(5) if method in ("pop", "setdefault") else getattr(b, method)()

@@ -52,6 +52,10 @@ def quiet(waves, ins, extra_v: range | None = None) -> bool:  # noqa: ANN001
     vr, sr = registers_of(ins)
     if extra_v is not None:
         vr = vr | frozenset(extra_v)
+    b = waves[0].batch
+    cv, cs = b.inflight_v, b.inflight_s
+    if not any(cv.get(r) for r in vr) and not any(cs.get(r) for r in sr):
+        return True  # no wave of the batch has a load in flight into these registers
     for w in waves:  # a dict's keys view iterates the (small) set side
         if w.pending_v and not w.pending_v.keys().isdisjoint(vr):
             return False
