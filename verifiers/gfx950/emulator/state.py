@@ -38,7 +38,7 @@ POISON = np.uint8(0xF)
 F32_SIGN = np.uint32(0x80000000)
 
 
-@dataclass
+@dataclass(eq=False)  # identity: a record may stand in several waves' queues (``ops.batched.Lot``)
 class Pending:
     """One outstanding memory operation (counted by vmcnt or lgkmcnt)."""
 

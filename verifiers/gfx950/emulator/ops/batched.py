@@ -190,7 +190,11 @@ def issue_loads(waves, rows, counter: str, regs: tuple[int, ...], vdata: np.ndar
     fresh = dict.fromkeys(regs, p)
     for w in waves:
         w.pending.append(p)
-        w.pending_v.update(fresh)
+        dict.update(w.pending_v, fresh)  # counted below, in bulk
+    # exact: the caller passed ``quiet``, so none of these waves had a load in flight into ``regs``
+    counts = waves[0].batch.inflight_v
+    for r in regs:
+        counts[r] = counts.get(r, 0) + len(waves)
 
 
 def issue_marker(waves, counter: str, issue: str) -> None:  # noqa: ANN001

@@ -179,37 +179,63 @@ def _waitcnt_batched(waves, ins) -> bool:  # noqa: ANN001
 
 def _uniform_wait(waves, vm: int, lgkm: int) -> bool:  # noqa: ANN001
     """The common lockstep case, done once for all: every wave's queue holds the same
-    (shared, batched-issue) operations, so the same ones complete everywhere; each completed
-    load is a ``Lot`` of exactly these waves and lands with one copy. False (nothing done)
-    when the case is not that."""
+    operations (shared batched-issue records; in the same places, each wave's own scalar
+    loads), so the same positions complete everywhere (``due`` reads only the counters and
+    the order); each completed vector load is a ``Lot`` of exactly these waves and lands
+    with one copy, each scalar load lands per wave. False (nothing done) when the case is
+    not that."""
     ref = waves[0].pending
     n = len(ref)
     for w in waves:
         q = w.pending
-        if q is not ref and (len(q) != n or any(a is not b for a, b in zip(q, ref))):
-            return False
+        if q != ref and (len(q) != n or not all(a is b or _scalar_twins(a, b) for a, b in zip(q, ref))):
+            return False  # ``Pending`` compares by identity: ``!=`` is a C-level scan
     if not n:
         return True
-    trial = [w for w in ref]  # ``due`` on a copy: nothing changes unless the case holds
-    probe = _Queue(trial)
+    probe = _Queue(list(ref))  # ``due`` on a copy: nothing changes unless the case holds
     done = due(probe, vm, lgkm)
+    if not done:
+        return True
     for p in done:
-        if p.sregs or p.lds_addr is not None or (p.vregs and (p.lot is None or p.lot.size != len(waves))):
+        if p.lds_addr is not None or (p.vregs and (p.sregs or p.lot is None or p.lot.size != len(waves))):
             return False
-    rest = probe.pending
+    ids = {id(p) for p in done}
+    keep = [i for i, p in enumerate(ref) if id(p) not in ids]
+    scalar = [i for i, p in enumerate(ref) if id(p) in ids and p.sregs]  # each wave's own record there
     for w in waves:
-        w.pending = list(rest)
+        q = w.pending
+        for i in scalar:
+            land(w, q[i])
+        w.pending = [q[i] for i in keep]
     b = waves[0].batch
+    later = {r for i in keep for r in ref[i].vregs}  # registers a still-outstanding load will fill
+    mine = []  # registers whose in-flight entry is a landing record in every wave: bulk removal
+    for p in done:
+        for r in p.vregs:
+            if r in later:  # a newer load into r may be the entry: per wave, as ``land`` does
+                for w in waves:
+                    if w.pending_v.get(r) is p:
+                        del w.pending_v[r]
+            else:
+                mine.append(r)
+    if mine:
+        counts, pop = b.inflight_v, dict.pop  # the plain dict's pop: counted here, exactly
+        for r in dict.fromkeys(mine):
+            gone = 0
+            for w in waves:
+                if pop(w.pending_v, r, None) is not None:
+                    gone += 1
+            counts[r] -= gone
     for p in done:
         if p.vregs:
-            regs = p.vregs
-            for w in waves:
-                pv = w.pending_v
-                for r in regs:
-                    if pv.get(r) is p:
-                        del pv[r]
             p.lot.land(b)
     return True
+
+
+def _scalar_twins(a, b) -> bool:  # noqa: ANN001
+    """Two waves' own scalar-load records in the same queue place: ``due`` treats them alike."""
+    return (bool(a.sregs) and bool(b.sregs) and not a.vregs and not b.vregs and a.lds_addr is None
+            and b.lds_addr is None and a.counter == b.counter and a.smem == b.smem)
 
 
 class _Queue:
