@@ -15,6 +15,7 @@ result on a ``[2, 64]`` probe as on each row alone (some are written for one lan
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import itemgetter
 
 import numpy as np
 
@@ -104,6 +105,18 @@ def src(waves, rows, op, ftype: str = "b32", dwords: int = 1):  # noqa: ANN001, 
             return None
         vals = _float_mods(vals, op, ftype)
     return vals, pois
+
+
+def sgprs(waves, i: int, n: int = 1) -> tuple[np.ndarray, bool]:  # noqa: ANN001
+    """(values int64 [W, n], whether any is poisoned) of SGPRs ``i .. i+n-1`` in every wave,
+    gathered at C speed. For registers the instruction names after ``quiet`` passed (no load in
+    flight into them: the per-wave read's hazard check has nothing to report)."""
+    get = itemgetter(*range(i, i + n))
+    if n == 1:
+        vals = np.fromiter(map(get, (w.s for w in waves)), dtype=np.int64, count=len(waves))[:, None]
+        return vals, any(map(get, (w.sp for w in waves)))
+    vals = np.array(list(map(get, (w.s for w in waves))), dtype=np.int64)
+    return vals, any(map(any, map(get, (w.sp for w in waves))))
 
 
 def exec_rows(waves) -> np.ndarray | None:  # noqa: ANN001
