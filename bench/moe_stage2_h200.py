@@ -11,7 +11,7 @@ intermediate 2880, E=128; and top_k=8, hidden 7168, intermediate 2048, E=256):
    (largest |partial| -> 224), with the saturated / flushed fractions on the bench inputs.
 2. **Parity** (seed 0 inputs): both arms, and the deliberately mismatched candidate
    (reducer scale 2s), against the fp32 oracle: cosine, relative L2, max abs error; the
-   problem's relaxed rules applied with ``verifiers.judge.parity.judge``; the scale-tag check
+   problem's relaxed rules applied with ``verifiers.judge.parity.parity_failures``; the scale-tag check
    on each arm's kernel names.
 3. **Per-kernel times** from torch.profiler (device time of each kernel, ``--profile-iters``
    iterations, a 512 MiB L2 flush before each): the GEMM and the reduce of both arms, and
@@ -185,14 +185,14 @@ def ab_rounds(base: Any, cand: Any, clock: Clock, rounds: int, calls: int) -> di
 
 def parity_figures(problem: Any, outputs: dict, oracle: Any, baseline_metrics: Any = None) -> dict:
     from verifiers.judge.metrics import output_metrics
-    from verifiers.judge.parity import judge, output_eps, rules_from
+    from verifiers.judge.parity import output_eps, parity_failures, rules_from
 
     rules = rules_from(problem.parity)
     m = output_metrics(outputs["out"], oracle, rules.rtol, rules.atol)
     fig = {"cosine": m.cosine, "rel_l2": m.rel_l2, "max_abs": m.max_abs, "norm_ratio": m.norm_ratio,
            "nonfinite": m.nonfinite}
     if baseline_metrics is not None:
-        fig["failures"] = judge(rules, m, baseline_metrics, output_eps(outputs["out"]))
+        fig["failures"] = parity_failures(rules, m, baseline_metrics, output_eps(outputs["out"]))
     return fig, m
 
 

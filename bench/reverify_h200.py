@@ -61,7 +61,7 @@ def smoke_shapes(card_ids: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def markdown(report) -> str:  # noqa: ANN001 - ReverifyReport
+def markdown(report) -> str:  # noqa: ANN001 - ReverifyRun
     lines = [f"# Re-verification on {report.platform.key} ({report.platform.device})", "",
              f"git {report.git_rev or 'unknown'}; {report.started_at:%Y-%m-%d %H:%M} -> {report.finished_at:%H:%M} UTC; "
              f"libraries: {', '.join(f'{k} {v}' for k, v in sorted(report.platform.libraries.items()))}", "",

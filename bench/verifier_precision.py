@@ -1,7 +1,7 @@
 """Issue 23's bench: can the verifier see a 3 % difference on this box, and what makes its noise?
 
-    python bench/verifier_precision.py --part 1     # floor, 20 A/A at default options, ablation   (<= 9 min, H200)
-    python bench/verifier_precision.py --part 2     # power 3 % / 1 %, attacks, twin vs cuBLAS, CLI record (<= 9 min)
+    python bench/verifier_precision.py --part 1     # floor, 20 A/A, power pairs 0-9, CLI record (<= 9 min, H200)
+    python bench/verifier_precision.py --part 2     # reverify of all cards (twin vs cuBLAS), attacks, power pairs 10-19
     python bench/verifier_precision.py --smoke      # both parts on CPU, tiny shapes, few runs (CI: tests/test_bench_precision_smoke.py)
 
 Writes ``bench/results/<--out>/part<N>.json`` (every report's figures), ``part<N>.md`` and
@@ -11,16 +11,24 @@ H200 image lacks pydantic, mcp, cryptography), it first installs it as documente
 (``pip install --no-index --no-deps --target /tmp/site .whl/*.whl``) and re-runs itself with
 ``/tmp/site`` on ``PYTHONPATH``.
 
+The two parts are planned to fit one lent H200 session: two calls of <= 9 minutes each
+(``--budget-s`` per part, default 500 s; the job list is ordered by what the issue needs most,
+and a job whose expected time no longer fits the part's budget is skipped and listed, so a part
+always ends cleanly with its partial results written after every job).
+
 Part 1: the floor (``bench/timing_floor.py``: one process, events per call, flush outside,
-12 rounds x 2 blocks of 50; also one buffer set for both "arms", and two processes, which
-isolate placement and per-process effects of the box itself), then ``--repeats`` A/A verdicts
-at default options, then the ablation: A/A runs with one source of noise changed each
-(``ABLATION``), each row's half-width beside the default's.
-Part 2: one ``skill-server verify`` (recorded, into a scratch ledger) and ``history`` showing the
-``verified`` record; every GPU attack candidate; the card's Triton twin against cuBLAS on its four
-shapes; then ``--power-repeats`` runs each of the candidate with 3 % extra device work (must be
-SLOWER) and its mirror (FASTER), interleaved, and fewer at 1 % (never the wrong direction).
-``--budget-s`` stops starting new jobs when the part's time is spent (what ran is reported).
+12 rounds x 2 blocks of 50; on GPUs also one buffer set for both "arms", and two processes,
+which isolate placement and per-process effects of the box itself), ``--repeats`` (20) A/A
+verdicts at default options, the CLI ``verified`` record (``skill-server verify`` into a scratch
+ledger, then ``history``), the first half of the 3 % power pairs and one 1 % pair; then, while
+time is left, the floor's variants, the MPS probe and the ablation (A/A runs with one source of
+noise changed each, ``ABLATION``).
+Part 2: ``skill-server reverify --no-gates`` of all three cards (timed; the block-scale card's
+binding is the Triton twin against cuBLAS on its four shapes, so its shapes are the twin row),
+capped at 330 s; every GPU attack candidate; the second half of the power pairs and two more
+1 % pairs.
+Power pairs: ``arm:extra_big`` against ``base`` (must be SLOWER) and its mirror (FASTER),
+interleaved; the table gives the measured difference beside the nominal one.
 """
 from __future__ import annotations
 
@@ -31,6 +39,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -45,15 +54,15 @@ GPU = {"aa_problem": "bench/problems/blockscale_cublas_aa.py", "aa_arm": "cublas
        "card_shapes": ["4096x65536x1536", "4096x2048x7168", "16384x1536x7168", "16384x7168x768"],
        "attacks": sorted(p.stem for p in (HERE / "tests/fixtures/gpu_candidates").glob("*.py") if not p.stem.startswith("_")),
        "options": {"device": "cuda", "hidden_shapes": False, "time_limit_s": 300},
-       "flush_bytes": 256 << 20, "repeats": 20, "power_repeats": 20, "small_repeats": 4, "floor_runs": 8,
-       "ablation_runs": 2}
+       "flush_bytes": 256 << 20, "repeats": 20, "power_repeats": 20, "small_repeats": 3, "floor_runs": 8,
+       "ablation_runs": 2, "reverify": True}
 CPU = {"aa_problem": "tests/fixtures/cpu_matmul_problem.py", "aa_arm": "torch_mm", "shape": "128x128x128",
        "card": "tests/fixtures/cpu_matmul_problem.py", "card_baseline": "torch_mm", "card_shapes": ["96x96x96"],
        "attacks": ["timing_patcher"],
        "options": {"device": "cpu", "hidden_shapes": False, "time_limit_s": 120, "rounds": 5, "flush_bytes": 1 << 20,
                    "floor_calls": 10, "bootstrap_samples": 400, "seeds": [0, 1], "block_ms": 8.0},
        "flush_bytes": 1 << 20, "repeats": 1, "power_repeats": 1, "small_repeats": 0, "floor_runs": 1,
-       "ablation_runs": 1}
+       "ablation_runs": 1, "reverify": False}
 #: one source of noise changed per row (GPU: the gated protocol's parts; CPU smoke: the same machinery)
 ABLATION = [
     ("today's per-call protocol (host round trip inside the arm's clock)", {"gpu_protocol": "per_call"}),
@@ -66,7 +75,16 @@ ABLATION = [
     ("fewest sampled checks (8 per output)", {"check_samples": 8}),
 ]
 ATTACK_DIR = {"gpu": "tests/fixtures/gpu_candidates", "cpu": "tests/fixtures/candidates"}
-GOALS = {"aa_hw_median": 0.003, "aa_hw_max": 0.006, "floor_factor": 3.0, "seconds": 15.0, "power": 19 / 20}
+GOALS = {"aa_hw_median": 0.003, "aa_hw_max": 0.006, "floor_factor": 3.0, "seconds": 15.0, "power": 19 / 20,
+         "reverify_s": 300.0}
+#: what one job is expected to take (s) before any of its group ran (GPU: the H200 run of
+#: 2026-12-02 less the profiling cut); once a group ran, the slowest of its last three runs is
+#: the estimate
+EXPECT = {"gpu": {"aa": 14.0, "ablation": 14.0, "mps": 14.0, "attack": 25.0, "twin": 70.0, "power_big": 9.0,
+                  "mirror_big": 9.0, "power_small": 9.0, "mirror_small": 9.0},
+          "cpu": {}}  # CPU smoke: a group's first job starts while any budget is left (CI's 10 s parts check the path)
+REVERIFY_CAP_S = 330.0  # the reverify's goal is 300 s: past this it is stopped, so the part's other jobs still run
+POWER_OPTIONS = {"profile": False, "seeds": [0, 1]}  # timing is what these measure; parity still runs (2 seeds + secret)
 
 
 # ------------------------------------------------------------------ set-up
@@ -105,7 +123,9 @@ def figures(report: Any, seconds: float) -> dict[str, Any]:
         t = s.timing
         one: dict[str, Any] = {"shape": s.shape, "verdict": s.verdict,
                                "reasons": {k: v.reason[:400] for k, v in s.stages.items() if v.status != "PASS"},
-                               "stage_seconds": {k: round(v.seconds, 2) for k, v in s.stages.items()}}
+                               "stage_seconds": {k: round(v.seconds, 2) for k, v in s.stages.items()},
+                               "phase_seconds": dict(getattr(s, "phase_seconds", {}) or {}),
+                               "baseline_instance": s.baseline_instance}
         if t is not None and t.ab is not None and t.ab.speedup is not None:
             one.update(speedup=t.ab.speedup, ci_low=t.ab.ci_low, ci_high=t.ab.ci_high,
                        half_width=(t.ab.ci_high - t.ab.ci_low) / 2, calls_per_block=t.ab.calls_per_block,
@@ -125,16 +145,40 @@ def figures(report: Any, seconds: float) -> dict[str, Any]:
 
 
 class Runner:
-    def __init__(self, cfg: dict[str, Any], budget_s: float, log: list[dict[str, Any]], save: Any) -> None:
-        self.cfg, self.deadline, self.log, self.save = cfg, time.monotonic() + budget_s, log, save
+    """Runs the part's jobs in order; a job that would not end inside the part's budget (its
+    expected time: ``EXPECT``, or the slowest run of its group so far) is skipped and listed."""
 
-    def left(self) -> bool:
-        return time.monotonic() < self.deadline
+    def __init__(self, cfg: dict[str, Any], budget_s: float, log: list[dict[str, Any]], save: Any,
+                 kind: str = "gpu") -> None:
+        self.cfg, self.deadline, self.log, self.save = cfg, time.monotonic() + budget_s, log, save
+        self.expect = dict(EXPECT[kind])
+        self.skipped: list[str] = []
+        # CPU smoke: the first A/A and the first attack run whatever the budget (what CI checks;
+        # on a loaded two-core box the floor alone can outlast CI's 10 s parts)
+        self.first_always = {"aa", "attack"} if kind == "cpu" else set()
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def left(self, group: str | None = None, name: str = "", expect_s: float | None = None) -> bool:
+        need = expect_s if expect_s is not None else self.expect.get(group or "", 0.0)
+        if self.remaining() > need or (group in self.first_always and not any(r.get("group") == group for r in self.log)):
+            return True
+        self.skipped.append(f"{group}: {name}" if name else str(group))
+        print(f"[{group}] {name}: skipped, {max(self.remaining(), 0):.0f} s of the part's budget left "
+              f"(needs ~{need:.0f} s)", file=sys.stderr, flush=True)
+        return False
+
+    def learn(self, group: str, row: dict[str, Any]) -> None:
+        """The group's expected time from now on: the slowest of its last three runs (a
+        process's first verification pays start-ups the later ones do not)."""
+        if row["verdict"] != "BENCH_ERROR":
+            recent = [r["seconds"] for r in self.log if r.get("group") == group and r["verdict"] != "BENCH_ERROR"]
+            self.expect[group] = max(recent[-2:] + [row["seconds"]])
 
     def verify(self, group: str, name: str, problem: str, cand: str, baseline: str, shapes: list[str],
                **options: Any) -> dict[str, Any] | None:
-        if not self.left():
-            print(f"[{group}] {name}: skipped, the part's time budget is spent", file=sys.stderr)
+        if not self.left(group, name):
             return None
         from verifiers.api import verify
         from verifiers.options import VerifyOptions
@@ -147,6 +191,7 @@ class Runner:
             row = {"verdict": "BENCH_ERROR", "error": f"{type(exc).__name__}: {exc}"[:800],
                    "seconds": round(time.perf_counter() - t0, 2)}
         row.update(group=group, name=name, candidate=cand, baseline=baseline, options=options)
+        self.learn(group, row)
         self.log.append(row)
         self.save()
         first = (row.get("shapes") or [{}])[0]
@@ -170,9 +215,9 @@ def measure_floor(argv: list[str]) -> list[dict[str, Any]]:
     return json.loads(got.stdout)
 
 
-def floor_rows(cfg: dict[str, Any], device: str, smoke: bool) -> list[dict[str, Any]]:
+def floor_rows(cfg: dict[str, Any], device: str, smoke: bool, modes: tuple[str, ...]) -> list[dict[str, Any]]:
     rows = []
-    for mode in ("one", "same") if smoke else ("one", "same", "two"):
+    for mode in modes:
         argv = ["--problem", cfg["aa_problem"], "--arm", cfg["aa_arm"], "--shape", cfg["shape"], "--device", device,
                 "--mode", mode, "--runs", str(1 if mode != "one" else cfg["floor_runs"]),
                 "--flush-bytes", str(cfg["flush_bytes"])] + (["--rounds", "6", "--calls", "10"] if smoke else [])
@@ -185,11 +230,31 @@ def floor_rows(cfg: dict[str, Any], device: str, smoke: bool) -> list[dict[str, 
     return rows
 
 
+def power_pairs(run: Runner, cfg: dict[str, Any], first: int, last: int, small: range) -> None:
+    """3 % pairs ``first`` .. ``last - 1`` then the 1 % pairs ``small``, each the power candidate
+    then its mirror (interleaved, so a drift of the box hits both alike)."""
+    power, shape = "bench/problems/power_extra.py", cfg["shape"]
+    for i in range(first, last):
+        run.verify("power_big", f"extra_big #{i}", power, "arm:extra_big", "base", [shape], **POWER_OPTIONS)
+        run.verify("mirror_big", f"mirror extra_big #{i}", power, "arm:base", "extra_big", [shape], **POWER_OPTIONS)
+    for i in small:
+        run.verify("power_small", f"extra_small #{i}", power, "arm:extra_small", "base", [shape], **POWER_OPTIONS)
+        run.verify("mirror_small", f"mirror extra_small #{i}", power, "arm:base", "extra_small", [shape], **POWER_OPTIONS)
+
+
 def part1(run: Runner, cfg: dict[str, Any], device: str, smoke: bool, out: dict[str, Any]) -> None:
-    out["floor"] = floor_rows(cfg, device, smoke)
+    """The floor, the A/A runs, the first half of the power pairs and a 1 % pair, the CLI record;
+    then, with the time that is left, the floor's variants, the MPS probe and the ablation."""
+    out["floor"] = floor_rows(cfg, device, smoke, ("one", "same") if smoke else ("one",))
     for i in range(cfg["repeats"]):
         run.verify("aa", f"aa{i}", cfg["aa_problem"], f"arm:{cfg['aa_arm']}", cfg["aa_arm"], [cfg["shape"]])
-    if not smoke:
+    if cfg.get("cli", True) and run.left("cli", "CLI verify -> history", 60.0 if not smoke else 0.0):
+        out["cli"] = cli_record(cfg, smoke)
+    first, last = _pairs(cfg, 1)
+    power_pairs(run, cfg, first, last, range(min(1, cfg["small_repeats"])))
+    if not smoke and run.left("floor", "floor variants (one buffer set; two processes)", 30.0):
+        out["floor"] += floor_rows(cfg, device, smoke, ("same", "two"))
+    if not smoke and run.left("mps", "CUDA MPS probe", 60.0):
         out["mps"] = mps_rows(run, cfg, device)
     for label, change in (ABLATION[3:5] if smoke else ABLATION):
         for i in range(cfg["ablation_runs"]):
@@ -198,24 +263,76 @@ def part1(run: Runner, cfg: dict[str, Any], device: str, smoke: bool, out: dict[
 
 
 def part2(run: Runner, cfg: dict[str, Any], device: str, smoke: bool, out: dict[str, Any]) -> None:
-    """The CLI record, the attacks and the twin first (each a deliverable, ~3 min on the H200),
-    then the power runs until the budget: ``--power-repeats`` trades them against the 9 minutes."""
-    out["cli"] = cli_record(cfg, smoke) if cfg.get("cli", True) else {"skipped": "--no-cli"}
+    """``skill-server reverify`` of every card (timed; on GPUs it holds the twin's four shapes),
+    the attacks, the second half of the power pairs and the last 1 % pair."""
+    if cfg.get("reverify") and run.left("reverify", "skill-server reverify (all cards)", 120.0):
+        out["reverify"] = reverify_all(run)
     kind = "cpu" if smoke else "gpu"
     for name in cfg["attacks"]:
         run.verify("attack", name, cfg["card"] if not smoke else cfg["aa_problem"],
                    f"{HERE / ATTACK_DIR[kind] / name}.py:build", cfg["card_baseline"], [cfg["shape"]])
-    run.verify("twin", "twin vs baseline", cfg["card"], "arm:triton_twin" if not smoke else "arm:bmm",
-               cfg["card_baseline"], cfg["card_shapes"])
-    power = "bench/problems/power_extra.py"
-    shape = cfg["shape"]
-    quick = {"profile": False, "seeds": [0, 1]}  # timing is what these measure; parity still runs (2 seeds + secret)
-    for i in range(cfg["power_repeats"]):  # interleaved, so drifts of the box hit both alike
-        run.verify("power_big", f"extra_big #{i}", power, "arm:extra_big", "base", [shape], **quick)
-        run.verify("mirror_big", f"mirror extra_big #{i}", power, "arm:base", "extra_big", [shape], **quick)
-    for i in range(cfg["small_repeats"]):
-        run.verify("power_small", f"extra_small #{i}", power, "arm:extra_small", "base", [shape], **quick)
-        run.verify("mirror_small", f"mirror extra_small #{i}", power, "arm:base", "extra_small", [shape], **quick)
+    if not cfg.get("reverify") or "blockscale" not in str((out.get("reverify") or {}).get("cards")):
+        run.verify("twin", "twin vs baseline", cfg["card"], "arm:triton_twin" if not smoke else "arm:bmm",
+                   cfg["card_baseline"], cfg["card_shapes"])
+    first, last = _pairs(cfg, 2)
+    power_pairs(run, cfg, first, last, range(min(1, cfg["small_repeats"]), cfg["small_repeats"]))
+
+
+def _pairs(cfg: dict[str, Any], part: int) -> tuple[int, int]:
+    """The 3 % pairs this part runs: ``--pairs FIRST:LAST``, else the first half of
+    ``power_repeats`` in part 1 and the rest in part 2."""
+    if cfg.get("pairs"):
+        return cfg["pairs"]
+    half = (cfg["power_repeats"] + 1) // 2
+    return (0, half) if part == 1 else (half, cfg["power_repeats"])
+
+
+def reverify_all(run: Runner) -> dict[str, Any]:
+    """``skill-server reverify --no-gates --json`` of all three cards into a scratch ledger, in a
+    process of its own (this driver never opens the device), stopped at the part's budget. The
+    cards' bindings name the GPU arms (cuda: reference against baseline on the card's verifier
+    shapes); ``--no-gates`` leaves out the gfx950 compile gates and the gfx950-emulated parity
+    run, which say nothing about this box. Goal: <= 5 minutes for the three."""
+    ledger = Path(tempfile.mkdtemp(prefix="precision-reverify-")) / "ledger.sqlite"
+    cmd = [sys.executable, "-m", "skill_server.cli.entry", "--ledger", str(ledger), "reverify", "--no-gates", "--json"]
+    limit = max(min(run.remaining() - 5.0, REVERIFY_CAP_S), 30.0)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(HERE))
+    progress: list[str] = []  # each progress line with the seconds since the start: where the time went
+
+    def pump() -> None:
+        for line in proc.stderr:
+            progress.append(f"{time.perf_counter() - t0:6.1f} s {line.rstrip()[:300]}")
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        stdout, _ = proc.communicate(timeout=limit)
+        rc: Any = proc.returncode
+    except subprocess.TimeoutExpired:  # the part's budget: stopped (SIGTERM ends its verifier), what it said is kept
+        proc.terminate()
+        try:
+            stdout, _ = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, _ = proc.communicate()
+        rc = "timeout"
+    reader.join(timeout=5)
+    seconds = round(time.perf_counter() - t0, 1)
+    cards = []
+    try:
+        data = json.loads(stdout)
+        for c in data.get("cards", []):
+            cards.append({"card": c.get("card_id"), "status": c.get("status"), "reason": str(c.get("reason"))[:300],
+                          "shapes": [{k: sh.get(k) for k in ("shape", "verdict", "speedup", "interval")}
+                                     for sh in c.get("shapes", [])]})
+    except (json.JSONDecodeError, AttributeError):
+        pass
+    row = {"command": " ".join(cmd[2:]), "rc": rc, "seconds": seconds, "limit_s": round(limit), "cards": cards,
+           "progress": progress[-120:]}
+    print(f"[reverify] rc {rc}, {seconds} s: " + ", ".join(f"{c['card']} {c['status']}" for c in cards),
+          file=sys.stderr, flush=True)
+    return row
 
 
 MPS_CONTROL = ("nvidia-cuda-mps-control", "/usr/local/nvidia/bin/nvidia-cuda-mps-control")
@@ -340,18 +457,30 @@ def table(results: dict[str, Any]) -> str:
         lines.append(f"| A/A verdicts NO_DIFFERENCE | {nd} / {len(aa)} ({_verdicts(aa)}) | 20 / 20 | {_met(nd == len(aa) and len(aa) >= 20)} |")
         lines.append(f"| seconds per verdict median / max | {statistics.median(secs):.1f} / {max(secs):.1f} | <= 15 | "
                      f"{_met(statistics.median(secs) <= GOALS['seconds'])} |")
+    nominal = {"big": "3 %" if not results.get("smoke") else "30 %", "small": "1 %" if not results.get("smoke") else "10 %"}
     for group, want, goal in (("power_big", "SLOWER", ">= 19 / 20"), ("mirror_big", "FASTER", ">= 19 / 20")):
         got = by(group)
         if got:
             n = sum(r["verdict"] == want for r in got)
-            sp = [_first(r).get("speedup") for r in got if _first(r).get("speedup")]
-            lines.append(f"| {group}: {want} | {n} / {len(got)} (speedup median {statistics.median(sp) if sp else float('nan'):.4f}; "
-                         f"{_verdicts(got)}) | {goal} | {_met(n >= GOALS['power'] * max(len(got), 20))} |")
+            lines.append(f"| {group}: {want} (extra work nominal {nominal['big']}, measured {_measured(got, group)}) | "
+                         f"{n} / {len(got)} ({_verdicts(got)}) | {goal} | {_met(n >= GOALS['power'] * max(len(got), 20))} |")
     for group, wrong in (("power_small", "FASTER"), ("mirror_small", "SLOWER")):
         got = by(group)
         if got:
             n = sum(r["verdict"] == wrong for r in got)
-            lines.append(f"| {group}: wrong direction ({wrong}) | {n} / {len(got)} ({_verdicts(got)}) | 0 | {_met(n == 0)} |")
+            lines.append(f"| {group}: wrong direction ({wrong}; nominal {nominal['small']}, measured "
+                         f"{_measured(got, group)}) | {n} / {len(got)} ({_verdicts(got)}) | 0 | {_met(n == 0)} |")
+    rv = results.get("reverify")
+    if rv:
+        lines.append(f"| skill-server reverify, all cards (GPU arms, --no-gates) | {rv.get('seconds')} s, rc {rv.get('rc')}: "
+                     + ", ".join(f"{c['card']} {c['status']}" for c in rv.get("cards", []))
+                     + f" | <= 300 s | {_met(rv.get('rc') in (0, 1) and rv.get('seconds', 1e9) <= GOALS['reverify_s'])} |")
+        for c in rv.get("cards", []):
+            if "blockscale" in str(c.get("card")) and c.get("shapes"):
+                lines.append("| twin vs baseline (reverify of the block-scale card) | " + "; ".join(
+                    f"{sh['shape']} {sh.get('verdict')}" + (f" {sh['speedup']:.3f}" if sh.get("speedup") else "")
+                    for sh in c["shapes"]) + f" | a verdict per shape | "
+                    f"{_met(all(sh.get('verdict') not in (None, 'FAIL', 'ERROR') for sh in c['shapes']))} |")
     att = by("attack")
     if att:
         beaten = [r for r in att if r["verdict"] != "FASTER" and r["verdict"] != "BENCH_ERROR"]
@@ -411,6 +540,16 @@ def problems(results: dict[str, Any]) -> list[str]:
     return out
 
 
+def _measured(rows: list[dict[str, Any]], group: str) -> str:
+    """The difference the verdicts measured: 1 / speedup - 1 when the candidate carries the
+    extra work (power), speedup - 1 when the baseline does (mirror); median over the runs."""
+    sp = [_first(r)["speedup"] for r in rows if _first(r).get("speedup")]
+    if not sp:
+        return "-"
+    d = [(1 / x - 1) if group.startswith("power") else (x - 1) for x in sp]
+    return f"{statistics.median(d):.2%} (range {min(d):.2%} .. {max(d):.2%})"
+
+
 def _met(ok: bool) -> str:
     return "yes" if ok else "**no**"
 
@@ -429,10 +568,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="folder under bench/results (default h200_precision, smoke: precision_smoke)")
     ap.add_argument("--repeats", type=int, default=None, help="A/A runs (default 20)")
     ap.add_argument("--power-repeats", type=int, default=None, help="runs of each 3 %% power test (default 20)")
+    ap.add_argument("--pairs", default=None, metavar="FIRST:LAST",
+                    help="the 3 %% power pairs this run makes (numbered FIRST .. LAST-1; default: part 1 the first "
+                         "half of --power-repeats, part 2 the rest)")
+    ap.add_argument("--summarize", action="store_true", help="run nothing: rebuild summary.md from the part<N>.json in --out")
     ap.add_argument("--no-cli", action="store_true", help="skip the CLI verify -> history record (CI's quick smoke)")
-    ap.add_argument("--budget-s", type=float, default=None, help="start no new job after this (default 470 s per part)")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="per part: start no job that would not end by then (default 500 s; smoke 400 s)")
     args = ap.parse_args(argv)
-    if not args.smoke:
+    if not args.smoke and not args.summarize:
         ensure_wheels(argv)
     _paths()
     cfg = dict(CPU if args.smoke else GPU)
@@ -441,12 +585,20 @@ def main(argv: list[str] | None = None) -> int:
     cfg["cli"] = not args.no_cli
     if args.power_repeats is not None:
         cfg["power_repeats"] = args.power_repeats
+    if args.pairs is not None:
+        try:
+            first, last = (int(x) for x in args.pairs.split(":"))
+            if not 0 <= first <= last:
+                raise ValueError
+        except ValueError:
+            ap.error(f"--pairs {args.pairs!r}: expected FIRST:LAST with 0 <= FIRST <= LAST, e.g. 10:20")
+        cfg["pairs"] = (first, last)
     device = "cpu" if args.smoke else "cuda"
     out_dir = Path(args.out) if args.out and Path(args.out).is_absolute() else \
         HERE / "bench" / "results" / (args.out or ("precision_smoke" if args.smoke else "h200_precision"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    for part in args.part or [1, 2]:
-        results: dict[str, Any] = {"rows": []}
+    for part in [] if args.summarize else (args.part or [1, 2]):
+        results: dict[str, Any] = {"rows": [], "smoke": args.smoke}
         path = out_dir / f"part{part}.json"
 
         def save() -> None:
@@ -455,23 +607,28 @@ def main(argv: list[str] | None = None) -> int:
         meta = {"part": part, "smoke": args.smoke, "time_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "command": "python bench/verifier_precision.py " + " ".join(argv), "device": _device_name(device),
                 "git": _git()}
-        run = Runner(cfg, args.budget_s or (400.0 if args.smoke else 470.0), results["rows"], save)
+        run = Runner(cfg, args.budget_s or (400.0 if args.smoke else 500.0), results["rows"], save,
+                     "cpu" if args.smoke else "gpu")
+        results["skipped"] = run.skipped
         t0 = time.perf_counter()
         (part1 if part == 1 else part2)(run, cfg, device, args.smoke, results)
         meta["seconds"] = round(time.perf_counter() - t0, 1)
         save()
         (out_dir / f"part{part}.md").write_text(f"# Part {part}, {meta['device']}, {meta['time_utc']}\n\n"
                                                  f"`{meta['command']}`, {meta['seconds']} s\n\n" + table(results))
-    merged: dict[str, Any] = {"rows": []}
+    merged: dict[str, Any] = {"rows": [], "smoke": args.smoke, "skipped": []}
     for part in (1, 2):
         p = out_dir / f"part{part}.json"
         if p.exists():
             data = json.loads(p.read_text())
             merged["rows"] += data.get("rows", [])
-            for key in ("floor", "cli", "mps"):
+            merged["skipped"] += data.get("skipped", [])
+            for key in ("floor", "cli", "mps", "reverify"):
                 if key in data:
                     merged[key] = data[key]
     text = table(merged)
+    if merged["skipped"]:
+        text += f"\nSkipped (the part's budget): {len(merged['skipped'])} job(s): " + "; ".join(merged["skipped"][:12]) + "\n"
     bad = problems(merged)
     text += "".join(f"\nPROBLEM: {b}" for b in bad)
     (out_dir / "summary.md").write_text(f"# Verifier precision ({'CPU smoke' if args.smoke else 'GPU'})\n\n" + text)

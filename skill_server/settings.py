@@ -16,7 +16,7 @@ variable                            setting
 ``SKILL_SERVER_USER``               who records, when nobody says
 ``SKILL_SERVER_DRAFTS_DIR``         drafted cards (not served)
 ``SKILL_SERVER_PROFILES_DIR``       profiles a client may name (beside the working folder)
-``SKILL_SERVER_PROFILE_MAX_BYTES``  the profile size limit (read by ``trace_readers``)
+``SKILL_SERVER_PROFILE_MAX_BYTES``  the profile size limit (passed to ``trace_readers``)
 ``SKILL_SERVER_TOKEN``              the HTTP bearer token
 ``SKILL_SERVER_RAY_ADDRESS``        the Ray cluster of fleet re-verification
 ``SKILL_SERVER_HTTP_WORKER``        internal: a ``serve --workers N`` worker's spec
@@ -41,7 +41,6 @@ class Settings(VerifierSettings):
     user: str | None = Field(None, description="a name to record results under")
     drafts_dir: Path | None = Field(None, description="a folder for drafted cards")
     profiles_dir: Path | None = Field(None, description="a folder of profiles clients may name")
-    profile_max_bytes: int | None = Field(None, gt=0, description="a positive integer byte count")
     token: str | None = Field(None, description="the HTTP bearer token")
     ray_address: str | None = Field(None, description="HOST:PORT of a Ray cluster")
     http_worker: str | None = Field(None, description="a worker spec (set by serve --workers, never by hand)")

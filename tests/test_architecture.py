@@ -15,7 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("trace_readers", "verifiers", "skill_server")  # each may import only those before it
-SETTINGS_READERS = {"verifiers/settings.py", "skill_server/settings.py", "trace_readers/source.py"}
+SETTINGS_READERS = {"verifiers/settings.py", "skill_server/settings.py"}
 
 
 def _modules() -> dict[str, Path]:

@@ -1,6 +1,6 @@
 """The precision bench (issue 23) runs on CPU: ``bench/verifier_precision.py --smoke``.
 
-Each part is cut at a 10 s budget (the part's first jobs still run) and the CLI record is
+Each part is cut at a 10 s budget (the first A/A and the first attack always run) and the CLI record is
 left out, so CI checks the path -- floor loop, an A/A verdict at default options, an attack
 candidate, the tables with the goals beside the figures -- in about a minute on a quiet
 two-core box; the full smoke (both parts to the end: power candidates, the twin, the CLI's

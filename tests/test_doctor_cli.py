@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from doctor_support import blocker_dir, by_id, doctor_json, run_doctor_cli
 
-from skill_server.doctor.model import DoctorReport
+from skill_server.doctor.model import DoctorFindings
 from skill_server.doctor.plan import CHECKS
 
 GPU_CHECKS = ("device", "caches", "flush_eviction", "kernel_names")
@@ -19,7 +19,7 @@ def full_report():
 def test_doctor_runs_every_check_in_under_a_minute_and_exits_0(full_report):
     report, wall = full_report
     assert wall < 60, f"doctor took {wall:.1f} s"
-    model = DoctorReport.model_validate(report)
+    model = DoctorFindings.model_validate(report)
     ids = [c.id for c in model.checks]
     plain = [c.id for c in CHECKS if c.id not in ("cards", "card_tools")]
     card_tools = ["aiter"]  # the block-scale card's doctor_checks.py (its ROCm baseline)
@@ -58,7 +58,7 @@ def test_what_works_on_cpu_is_checked_for_real(full_report):
 
 
 def test_text_and_json_come_from_one_model(full_report, tmp_path):
-    model = DoctorReport.model_validate(full_report[0])
+    model = DoctorFindings.model_validate(full_report[0])
     text = model.text().splitlines()
     assert len(text) == len(model.checks) + 2  # header, one line per check, summary
     assert text[-1] == model.summary.line

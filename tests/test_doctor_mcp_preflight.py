@@ -9,7 +9,7 @@ import sys
 from doctor_support import REPO, blocker_dir, doctor_json
 from mcp_support import build, with_client
 
-from skill_server.doctor.model import DoctorReport
+from skill_server.doctor.model import DoctorFindings
 
 SUBSET = ["install", "linker", "rocm", "rocprofv3"]
 VERIFY = [sys.executable, "-m", "skill_server.cli.entry", "verify", "flydsl_fp8_blockscale_gemm", "--candidate",
@@ -26,11 +26,11 @@ def test_mcp_doctor_tool_returns_the_same_model_as_the_cli():
 
     res = with_client(build(), call)  # registered on a default server: read-only, runs only the project's checks
     assert not res.is_error, res.content
-    over_mcp = DoctorReport.model_validate(res.structured_content)
+    over_mcp = DoctorFindings.model_validate(res.structured_content)
     cli, _ = doctor_json(*[a for c in SUBSET for a in ("--check", c)])
     assert [(c.id, c.status) for c in over_mcp.checks] == [(c["id"], c["status"]) for c in cli["checks"]]
     assert [c.id for c in over_mcp.checks] == SUBSET[:1] + ["rocm", "linker", "rocprofv3"]
-    assert over_mcp.check("linker").details == DoctorReport.model_validate(cli).check("linker").details
+    assert over_mcp.check("linker").details == DoctorFindings.model_validate(cli).check("linker").details
 
 
 def test_mcp_doctor_refuses_unknown_checks_by_name():

@@ -153,13 +153,16 @@ def test_the_blockscale_flydsl_arm_passes_parity_on_the_emulator_through_the_ver
 def test_the_blockscale_8wave_cluster_core_passes_parity_through_the_verifier_with_tails(toolchain):
     """The card's narrow-N / deep-K row (8-wave ping-pong, cluster promotes) against the card's
     oracle: 64 rows (half a 128-row CTA), 200 rows (128 + a 72-row tail) over two N blocks
-    and three K iterations, and the hidden 128x256x256 (one loop trip + the peeled step)."""
+    and three K iterations, 192 rows over eight K iterations (K=1024: its v_pk_mul_f32 promote
+    reads an SGPR pair, tests/test_emulator_packed_sgpr.py), and the hidden 128x256x256 (one
+    loop trip + the peeled step)."""
     from verifiers.api import verify
 
-    report = verify(BLOCKSCALE, "arm:flydsl_8wave_cluster", shapes=["64x256x128", "200x512x384"], options=emulated())
+    shapes = ["64x256x128", "200x512x384", "192x512x1024"]
+    report = verify(BLOCKSCALE, "arm:flydsl_8wave_cluster", shapes=shapes, options=emulated())
     assert_parity_only(report)
-    assert report.shapes == ["64x256x128", "200x512x384"] and report.baseline == "torch_dequant"
-    assert len(report.shape_reports) == 3 and report.shape_reports[-1].hidden
+    assert report.shapes == shapes and report.baseline == "torch_dequant"
+    assert len(report.shape_reports) == 4 and report.shape_reports[-1].hidden
     assert all(len(s.parity.cases) == 2 for s in report.shape_reports)  # seed 0 + the secret one
 
 
@@ -180,12 +183,51 @@ def test_the_fused_moe_stage2_gemm_passes_parity_through_the_verifier(toolchain)
 
 @pytest.mark.slow
 @pytest.mark.flydsl
+def test_the_blockscale_recipe_passes_parity_through_the_verifier_with_a_tail(toolchain):
+    """The card's reference arm (config_for -> the 4-wave row at these K) at its emulation shape
+    and at 100x256x384 (a 36-row M tail, a ping-pong pair + a K tail), plus the hidden shape."""
+    from verifiers.api import verify
+
+    report = verify(BLOCKSCALE, "arm:flydsl_recipe", shapes=["64x256x128", "100x256x384"], options=emulated())
+    assert_parity_only(report)
+    assert report.shapes == ["64x256x128", "100x256x384"] and len(report.shape_reports) == 3
+
+
+@pytest.mark.slow
+@pytest.mark.flydsl
 def test_the_mxfp8_flydsl_arm_passes_parity_on_the_emulator_through_the_verifier(toolchain):
     from verifiers.api import verify
 
     report = verify(MXFP8, "arm:flydsl_4wave", options=emulated())
     assert_parity_only(report)
     assert report.shapes == ["128x128x256"]
+    assert [s.hidden for s in report.shape_reports] == [False, True]  # the hidden one: 320x256x384
+
+
+@pytest.mark.slow
+@pytest.mark.flydsl
+def test_the_mxfp8_8wave_recipe_with_permlane_stores_passes_parity_through_the_verifier(toolchain):
+    """The card's reference arm: the 8-wave pipeline, block_n by pick_block_n (128 at these
+    launch-starved grids), swap-ab stores widened by v_permlane16_swap, at 128 rows (half a
+    256-row block) and the hidden 320 rows (256 + a 64-row tail, 2 N blocks, 3 K steps)."""
+    from verifiers.api import verify
+
+    report = verify(MXFP8, "arm:flydsl_8wave", options=emulated())
+    assert_parity_only(report)
+    assert report.shapes == ["128x128x256"] and [s.hidden for s in report.shape_reports] == [False, True]
+
+
+@pytest.mark.slow
+@pytest.mark.flydsl
+def test_the_mxfp8_wide_grid_tile_with_64_byte_row_stores_passes_parity_through_the_verifier(toolchain):
+    """The wide-grid row's tile (block_n=256: v_permlane16_swap then the ds_bpermute transpose,
+    64-byte row stores) at one full 256x256 block and at 320x512x384 (an M tail, 2 N blocks)."""
+    from verifiers.api import verify
+
+    shapes = ["256x256x256", "320x512x384"]
+    report = verify(MXFP8, "arm:flydsl_8wave_bn256", shapes=shapes, options=emulated(hidden_shapes=False))
+    assert_parity_only(report)
+    assert report.shapes == shapes and all(len(s.parity.cases) == 2 for s in report.shape_reports)
 
 
 @pytest.mark.slow

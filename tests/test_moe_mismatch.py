@@ -23,7 +23,7 @@ def test_consistency_rule_on_names():
 @pytest.fixture(scope="module")
 def runs():
     from verifiers.judge.metrics import output_metrics
-    from verifiers.judge.parity import judge, output_eps, rules_from
+    from verifiers.judge.parity import output_eps, parity_failures, rules_from
 
     dims = dict(SMOKE_SHAPES[0])
     inputs = oracle.make_inputs(dims, 3)
@@ -42,7 +42,7 @@ def runs():
         launch()
         results[name] = (launch, output_metrics(outs["out"], ref, rules.rtol, rules.atol))
     base = results["baseline"][1]
-    return {n: (l, m, judge(rules, m, base, eps)) for n, (l, m) in results.items()}
+    return {n: (l, m, parity_failures(rules, m, base, eps)) for n, (l, m) in results.items()}
 
 
 def test_the_honest_fp8_arm_passes_both_checks(runs):

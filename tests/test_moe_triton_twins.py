@@ -141,7 +141,7 @@ def test_reduce_rejects_a_missing_or_spurious_scale():
 
 def test_both_arms_pass_the_problems_parity_rules():
     from verifiers.judge.metrics import output_metrics
-    from verifiers.judge.parity import judge, output_eps, rules_from
+    from verifiers.judge.parity import output_eps, parity_failures, rules_from
 
     from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.problem import PARITY, SMOKE_SHAPES
 
@@ -156,7 +156,7 @@ def test_both_arms_pass_the_problems_parity_rules():
         build(inputs, outs)()
         figures[name] = output_metrics(outs["out"], ref, rules.rtol, rules.atol)
     assert figures["bf16"].nonfinite == 0 and figures["bf16"].rel_l2 < 0.005
-    assert judge(rules, figures["fp8"], figures["bf16"], output_eps(ref.to(torch.bfloat16))) == []
+    assert parity_failures(rules, figures["fp8"], figures["bf16"], output_eps(ref.to(torch.bfloat16))) == []
     assert figures["fp8"].rel_l2 > 3 * figures["bf16"].rel_l2  # the fp8 round trip is really there
 
 

@@ -142,3 +142,41 @@ def test_triton_arm_under_interpreter_matches_oracle():
     for r in results:  # fp32 summation order may flip a rare bf16 rounding, nothing more
         assert r["nonfinite"] == 0 and r["mismatches"] == 0, r
         assert r["rel_l2"] <= p.max_rel_l2 and r["cosine"] >= p.min_cosine, r
+
+
+def test_refresh_inputs_draws_new_activations_in_every_layout_and_keeps_the_weight():
+    """The timed loop's per-call values (``refresh_inputs``): only A and its scales change, and
+    they stay consistent views of one quantised operand (a candidate reading either layout
+    computes the same thing)."""
+    from skill_kernels.flydsl_mxfp8_8wave_gemm.oracle import dequantize_mxfp8, quantize_mxfp8
+
+    dims = dict(PROBLEM.smoke_shapes[1])
+    values = PROBLEM.make_inputs(dims, 0, "cpu")
+    before = {k: v.clone() for k, v in values.items()}
+    PROBLEM.refresh_inputs(values, dims, 12345)
+    assert set(PROBLEM.static_inputs) | {"a", "a_scale_e8m0", "a_scale_shuffled"} == set(values)
+    for name in PROBLEM.static_inputs:
+        assert torch.equal(values[name].view(torch.uint8), before[name].view(torch.uint8)), name
+    assert not torch.equal(values["a"].view(torch.uint8), before["a"].view(torch.uint8))
+    assert torch.equal(values["a_scale_shuffled"], shuffle_mxfp8_a_scale(values["a_scale_e8m0"]))
+    from skill_kernels.flydsl_mxfp8_8wave_gemm.inputs import realistic_activations
+
+    drawn = quantize_mxfp8(realistic_activations(dims["M"], dims["K"], torch.Generator().manual_seed(12345)))
+    assert torch.equal(drawn.exps, values["a_scale_e8m0"])  # the scales are the quantiser's for these values
+    assert torch.equal(dequantize_mxfp8(values["a"], values["a_scale_e8m0"]), dequantize_mxfp8(drawn.q, drawn.exps))
+    other = {k: v.clone() for k, v in values.items()}
+    PROBLEM.refresh_inputs(other, dims, 12345)
+    assert torch.equal(other["a"].view(torch.uint8), values["a"].view(torch.uint8))  # the seed decides
+
+
+def test_oracle_at_matches_the_full_oracle_at_the_sampled_elements():
+    dims = dict(PROBLEM.smoke_shapes[1])
+    values = PROBLEM.make_inputs(dims, 3, "cpu")
+    full = PROBLEM.oracle({k: v.clone() for k, v in values.items()}, dims)["c"].reshape(-1).double()
+    idx = torch.randperm(full.numel(), generator=torch.Generator().manual_seed(0))[:256]
+    got = PROBLEM.oracle_at(values, dims, {"c": idx})["c"].double()
+    close = (got - full[idx]).abs() <= 1e-2 * full[idx].abs() + 1e-6
+    assert bool(close.all()), (got - full[idx]).abs().max()
+    wrong = dict(values, b_scale_e8m0=values["b_scale_e8m0"] + 1)  # a scale off by one power of two shows
+    assert not bool(((PROBLEM.oracle_at(wrong, dims, {"c": idx})["c"].double() - full[idx]).abs()
+                     <= 1e-2 * full[idx].abs() + 1e-6).all())

@@ -88,14 +88,24 @@ def test_pick_block_n_follows_the_wide_grid_and_the_prs_table():
     assert pick_block_n(16384, 384) == 128  # N not a multiple of 256: only the narrow tile fits
 
 
-def test_the_widened_store_kernel_is_emulated_exactly_when_the_emulator_can():
-    """The permlane arms join EMULATED_ARMS (and so tests/test_emulator_flydsl.py) the day the
-    emulator implements v_permlane16_swap; until then they are not declared, never faked."""
+def test_the_widened_store_kernel_is_emulated_at_two_shapes_per_tile_with_tails():
+    """Both tiles of the recipe run with the permlane16_swap (+ ds_bpermute) stores on the
+    emulator (tests/test_emulator_flydsl.py, tests/test_emulator_verifier.py), each at two
+    shapes with an M tail; the recipe arm's kernels are what pick_block_n picks at their dims.
+    The emulator implements both exchange opcodes the kernel needs."""
     from skill_kernels.flydsl_mxfp8_8wave_gemm import gfx950_targets as t
+    from verifiers.gfx950.emulator.ops import handler_for
 
-    declared = {a.name for a in t.EMULATED_ARMS if a.arm == "flydsl_8wave"}
-    if t.emulator_runs(t.PERMLANE_MNEMONIC):
-        assert declared == {"w8_bn256_permlane", "w8_bn128_permlane_tail"}
-    else:
-        assert declared == set()
-        assert t.emulator_runs("ds_bpermute_b32")  # the check itself sees implemented opcodes
+    assert handler_for("v_permlane16_swap_b32_e32") is not None and handler_for("ds_bpermute_b32") is not None
+    by_arm: dict[str, list] = {}
+    for a in t.EMULATED_ARMS:
+        if a.arm.startswith("flydsl_8wave"):
+            by_arm.setdefault(a.arm, []).append(a)
+    for arm in ("flydsl_8wave", "flydsl_8wave_bn256"):
+        declared = by_arm[arm]
+        assert len(declared) >= 2 and any(a.dims["M"] % 256 for a in declared), arm
+        for a in declared:
+            cfg = a.kernels["gemm"].config
+            assert cfg["stores"] == "permlane" and a.expect_parity, a.name
+            want = pick_block_n(a.dims["M"], a.dims["N"]) if arm == "flydsl_8wave" else 256
+            assert cfg["block_n"] == want and cfg["dispatch"] == (arm == "flydsl_8wave"), a.name

@@ -16,7 +16,7 @@ from skill_server.ledger.results import PlatformInfo
 from skill_server.reverify.probes import ProbeContext, card_probes, check_prerequisite
 from skill_server.service.facade import SkillService
 from verifiers.gfx950.env import toolchain_problem
-from verifiers.gfx950.gates import GateReport
+from verifiers.gfx950.gates import TargetGates
 
 flydsl_version, _ = flydsl_sources()
 needs_flydsl = pytest.mark.skipif(flydsl_version is None, reason="flydsl not installed")
@@ -121,8 +121,9 @@ def test_the_projects_own_kernels_folder_is_not_mistaken_for_a_flydsl_checkout(m
 needs_toolchain = pytest.mark.skipif(toolchain_problem() is not None, reason="FlyDSL / ld.lld for gfx950 not installed")
 
 
-FLYDSL_ARM = {BLOCKSCALE: "flydsl_recipe", MXFP8: "flydsl_4wave", MOE: "flydsl_fp8"}  # the cards' rocm reference arms
-GATE_TARGET = {MOE: "gemm_cshuffle_pf8_n7168_k2048"}  # the MoE capability is the fused GEMM's: its gate must pass
+FLYDSL_ARM = {BLOCKSCALE: "flydsl_recipe", MXFP8: "flydsl_8wave", MOE: "flydsl_fp8"}  # the cards' rocm reference arms
+# the MoE capability is the fused GEMM's, the mxfp8 one the 8-wave recipe kernel's: their gates must pass
+GATE_TARGET = {MOE: "gemm_cshuffle_pf8_n7168_k2048", MXFP8: "8w_bm256_bn256_k2048"}
 
 
 def emulated_run(card_id, parity_ok=True, platform="gfx950-emulated", device="gfx950 emulator on CPU (test)"):
@@ -139,8 +140,8 @@ def emulated_run(card_id, parity_ok=True, platform="gfx950-emulated", device="gf
     return rep
 
 
-def scaled_gates(folder, status="PASS"):
-    return [GateReport(folder=folder, target="bm128", status=status, mfma={"v_mfma_scale_f32_16x16x128_f8f6f4": 32})]
+def scaled_gates(folder, status="PASS", target="8w_bm256_bn256_k2048"):
+    return [TargetGates(folder=folder, target=target, status=status, mfma={"v_mfma_scale_f32_16x16x128_f8f6f4": 32})]
 
 
 @needs_toolchain
@@ -148,20 +149,39 @@ def test_the_scaled_mfma_capability_needs_the_reference_kernel_to_pass_gates_and
     p = prereq(catalog, MXFP8, "gfx950_scaled_mfma")
     pr = probes(catalog, MXFP8)
     alone = check_prerequisite(p, ctx(catalog, MXFP8), pr)  # toolchain and op, nothing run
-    assert alone.met is False and "gates did not run" in alone.detail and "emulated parity did not run" in alone.detail
+    assert alone.met is False and "gates did not run" in alone.detail and "emulated parity (arm:flydsl_8wave) did not run" in alone.detail
     gated = check_prerequisite(p, ctx(catalog, MXFP8, scaled_gates(MXFP8)), pr)
-    assert gated.met is False and "emulated parity did not run" in gated.detail
+    assert gated.met is False and "emulated parity (arm:flydsl_8wave) did not run" in gated.detail
     both = ProbeContext(project_root=REPO, card_id=MXFP8, gate_reports=scaled_gates(MXFP8),
                         verifier_reports=[emulated_run(MXFP8)])
     check = check_prerequisite(p, both, pr)
     assert check.met is True and "parity on gfx950-emulated (64x256x128" in check.detail
-    assert "target bm128: 32 v_mfma_scale instruction(s) in the compiled gfx950 ISA" in check.evidence
+    assert "(arm:flydsl_8wave)" in check.detail
+    assert "target 8w_bm256_bn256_k2048: 32 v_mfma_scale instruction(s) in the compiled gfx950 ISA" in check.evidence
     wrong = both.model_copy(update={"verifier_reports": [emulated_run(MXFP8, parity_ok=False)]})
     check = check_prerequisite(p, wrong, pr)
     assert check.met is False and "emulated parity does not hold" in check.detail
     failing_gates = both.model_copy(update={"gate_reports": scaled_gates(MXFP8, "FAIL")})
     check = check_prerequisite(p, failing_gates, pr)
-    assert check.met is False and "static gfx950 gates fail (bm128)" in check.detail
+    assert check.met is False and "static gfx950 gates fail (8w_bm256_bn256_k2048)" in check.detail
+
+
+@needs_toolchain
+def test_the_scaled_mfma_capability_is_the_8wave_recipe_kernels_not_a_siblings(catalog):
+    """The capability is met because the recipe's kernel (8 waves, permlane16_swap + ds_bpermute
+    stores) runs: the 4-wave kernel or the direct-store ablation passing, or only the 4-wave
+    kernel's gate target passing, is no evidence."""
+    p, pr = prereq(catalog, MXFP8, "gfx950_scaled_mfma"), probes(catalog, MXFP8)
+    for arm in ("flydsl_4wave", "flydsl_8wave_direct", "flydsl_8wave_bn256"):
+        run = emulated_run(MXFP8)
+        run.candidate = f"arm:{arm}"
+        c = ProbeContext(project_root=REPO, card_id=MXFP8, gate_reports=scaled_gates(MXFP8), verifier_reports=[run])
+        check = check_prerequisite(p, c, pr)
+        assert check.met is False and "arm:flydsl_8wave" in check.detail, (arm, check.detail)
+    four_wave_gate = ProbeContext(project_root=REPO, card_id=MXFP8, gate_reports=scaled_gates(MXFP8, target="bm128_bn128_k2048"),
+                                  verifier_reports=[emulated_run(MXFP8)])
+    check = check_prerequisite(p, four_wave_gate, pr)
+    assert check.met is False and "no gate target matching" in check.detail
 
 
 @needs_toolchain
@@ -169,7 +189,7 @@ def test_the_scaled_mfma_capability_needs_the_reference_kernel_to_pass_gates_and
                                             (MOE, "flydsl_moe_fp8_partial_store")])
 def test_the_projects_reference_kernel_satisfies_the_capability_with_gates_and_emulated_parity(catalog, card, name):
     p, pr = prereq(catalog, card, name), probes(catalog, card)
-    gates = [GateReport(folder=card, target=GATE_TARGET.get(card, "t0"), status="PASS")]
+    gates = [TargetGates(folder=card, target=GATE_TARGET.get(card, "t0"), status="PASS")]
     met = ProbeContext(project_root=REPO, card_id=card, gate_reports=gates, verifier_reports=[emulated_run(card)])
     check = check_prerequisite(p, met, pr)
     assert check.met is True and f"the project's reference kernel (arm:{FLYDSL_ARM[card]})" in check.detail
@@ -193,9 +213,9 @@ def test_only_the_fused_flydsl_gemm_meets_the_moe_stage2_gemm_capability(catalog
 
     p, pr = prereq(catalog, MOE, "flydsl_moe_fp8_partial_store"), probes(catalog, MOE)
     assert fused_arm_runs_the_flydsl_gemm()
-    store_and_reduce_gates = [GateReport(folder=MOE, target=t, status="PASS")
+    store_and_reduce_gates = [TargetGates(folder=MOE, target=t, status="PASS")
                               for t in ("reduce_infp8_k8_n7168", "store_pf8_n2880_f32acc")]
-    fused_gate = [GateReport(folder=MOE, target="gemm_cshuffle_pf8_n7168_k2048", status="PASS")]
+    fused_gate = [TargetGates(folder=MOE, target="gemm_cshuffle_pf8_n7168_k2048", status="PASS")]
     for arm in ("flydsl_fp8_epilogue", "flydsl_reduce_fp8"):  # the standalone store pass; the reduce alone
         run = emulated_run(MOE)
         run.candidate = f"arm:{arm}"
@@ -230,7 +250,7 @@ def test_a_box_without_a_linker_says_exactly_what_is_missing(catalog, monkeypatc
     """No ld.lld anywhere: every capability names the places looked at and how to fix it,
     whatever gate reports or emulated runs a context carries."""
     monkeypatch.setenv("SKILL_SERVER_LD_LLD", str(tmp_path / "no-ld.lld"))
-    gates = [GateReport(folder=card, target="t0", status="PASS")]
+    gates = [TargetGates(folder=card, target="t0", status="PASS")]
     c = ProbeContext(project_root=REPO, card_id=card, gate_reports=gates, verifier_reports=[emulated_run(card)])
     check = check_prerequisite(prereq(catalog, card, name), c, probes(catalog, card))
     if check.met is not False:  # a FlyDSL checkout with such a kernel on the path (not this box)

@@ -11,18 +11,18 @@ from skill_server.ledger.results import PlatformInfo
 from skill_server.reverify.models import StageResult
 from skill_server.reverify.stages import decide
 from skill_server.service.facade import SkillService
-from verifiers.gfx950.gates import GateReport, GateResult
+from verifiers.gfx950.gates import TargetGates, GateResult
 
 ALL_MET = {name: (lambda ctx: {"met": True, "detail": "present (test)"}) for name in
            ("flydsl_software_blockscale_core", "gfx950_scaled_mfma", "flydsl_moe_fp8_partial_store")}
 
 
 def gates_pass(folder):
-    return [GateReport(folder=folder, target="t0", status="PASS", gates=[GateResult(name="compiled", status="PASS", detail="ok")])]
+    return [TargetGates(folder=folder, target="t0", status="PASS", gates=[GateResult(name="compiled", status="PASS", detail="ok")])]
 
 
 def gates_fail(folder):
-    return [GateReport(folder=folder, target="t0", status="FAIL", gates=[
+    return [TargetGates(folder=folder, target="t0", status="FAIL", gates=[
         GateResult(name="scaled_mfma", status="FAIL", detail="v_mfma_scale with real scales in a block-scale kernel")])]
 
 

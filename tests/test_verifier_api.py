@@ -2,7 +2,6 @@
 plot, the CLI's argument handling, hidden shapes, bad input."""
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
@@ -14,7 +13,9 @@ from verifier_support import (FIXTURES, HIDDEN_FILE, PARITY_ONLY, PROBLEM_FILE, 
 from verifiers.api import resolve_shapes, verify
 from pydantic import ValidationError
 
-from skill_server.cli.verify_support import add_verify_arguments, exit_code, options_from_args
+from skill_server.cli.entry import build_parser
+from skill_server.cli.verify_support import VerifyArgs, exit_code
+from skill_server.settings import settings
 from verifiers.options import VerifyOptions
 from verifiers.problem import load_problem
 from verifiers.report import VerificationReport
@@ -83,14 +84,17 @@ def test_no_verifier_process_outlives_a_run(honest_report):
     assert verifier_processes() == []
 
 
+def verify_args(argv: list[str]) -> VerifyArgs:
+    """The verify command's typed arguments, as the CLI builds them."""
+    return VerifyArgs.from_namespace(build_parser().parse_args(["verify", "a_card", *argv]), settings())
+
+
 def test_cli_options_and_json_round_trip_a_failed_candidate():
-    parser = argparse.ArgumentParser()
-    add_verify_arguments(parser)
-    args = parser.parse_args([
+    args = verify_args([
         "--candidate", candidate("writes_nan"), "--shape", "32x32x32",
         "--json", "--no-timing", "--no-profile", "--seed", "0", "--no-secret-seed", "--quiet",
     ])
-    report = verify(PROBLEM_FILE, args.candidate, shapes=args.shapes, options=options_from_args(args))
+    report = verify(PROBLEM_FILE, args.candidate, shapes=args.shapes, options=args.verify_options())
     out = json.loads(report.model_dump_json())
     assert exit_code(report.verdict) == 1
     assert out["verdict"] == "FAIL" and out["stages"]["parity"]["status"] == "FAIL"
@@ -100,18 +104,17 @@ def test_cli_options_and_json_round_trip_a_failed_candidate():
     assert metrics["nonfinite"] == 1 and metrics["max_abs"] == float("inf")
 
 
-def _refusal(args: argparse.Namespace) -> str:
+def _refusal(argv: list[str]) -> str:
     """What the verify command's argument handling refuses (before any process starts)."""
     try:
-        verify(PROBLEM_FILE, args.candidate, baseline=args.baseline, shapes=args.shapes, options=options_from_args(args))
+        args = verify_args(argv)
+        verify(PROBLEM_FILE, args.candidate, baseline=args.baseline, shapes=args.shapes, options=args.verify_options())
     except (ValueError, KeyError, ValidationError) as exc:
         return str(exc)
     raise AssertionError(f"accepted: {args}")
 
 
 def test_cli_arguments_reject_bad_input_before_any_process():
-    parser = argparse.ArgumentParser()
-    add_verify_arguments(parser)
     for argv, message in (
         (["--candidate", HONEST, "--shape", "32x32"], "expected 3 values"),
         (["--candidate", HONEST, "--shape", "32x32x32x"], "stray separator; expected MxNxK"),
@@ -121,7 +124,7 @@ def test_cli_arguments_reject_bad_input_before_any_process():
         (["--candidate", HONEST, "--options", '{"python": "/bin/sh"}'], "python"),
         (["--candidate", HONEST, "--options", '{"plot_path": "/etc/x.png"}'], "plot_path"),
     ):
-        assert message in _refusal(parser.parse_args(argv + ["--quiet"]))
+        assert message in _refusal(argv + ["--quiet"])
 
 
 def test_problem_loads_from_a_path_and_shapes_resolve():

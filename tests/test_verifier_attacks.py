@@ -232,3 +232,23 @@ def test_an_arms_memory_holds_no_byte_of_the_judges_key_or_job():
     report = run("memory_scanner", **PARITY_ONLY)
     assert stage(report, "parity").status == "PASS", stage(report, "parity").reason
     assert "FOUND IN MEMORY" not in report.model_dump_json()
+
+
+def test_computing_other_data_only_under_the_profiler_fails_on_the_profiled_calls():
+    """Both arms' profilers start and stop side by side (verifiers.judge.profiling.profile_arms);
+    every profiled call is still checked against its own oracle, one arm at a time."""
+    report = run("wrong_under_profiler", timing=False)
+    shape = report.shape_reports[0]
+    assert report.verdict == "FAIL", report.summary()
+    assert stage(report, "signature").status == "FAIL"
+    assert "profiled call" in stage(report, "signature").reason, stage(report, "signature").reason
+    assert stage(report, "parity").status == "PASS"  # right on every call the profiler does not record
+
+
+def test_an_honest_run_reports_where_its_time_went():
+    report = run("honest_bmm", timing=False)
+    phases = report.shape_reports[0].phase_seconds
+    assert stage(report, "signature").status in ("PASS", "SKIPPED"), stage(report, "signature").reason
+    for key in ("start", "baseline_refs", "solo", "candidate_start", "candidate_parity",
+                "profile_build", "profile_start", "profile_calls", "profile_stop"):
+        assert key in phases and phases[key] >= 0, phases

@@ -17,7 +17,7 @@ import pytest
 from verifier_support import PROBLEM_FILE, candidate, fast_options
 
 from verifiers.api import verify
-from verifiers.hw.boxload import BoxLoad, BoxLoadReport
+from verifiers.hw.boxload import BoxLoad, BoxLoadReading
 from verifiers.judge.timing import GROSS, TimingConfig, TimingResult, TimingStage
 
 BUSY = "import os\nwhile True:\n    os.getpid()\n"
@@ -39,14 +39,14 @@ def test_the_box_load_names_processes_outside_the_verifier(busy_box):
     box = BoxLoad(roots=set())  # the busy processes are this test's children: nothing is "the verifier" here
     box.start()
     time.sleep(1.0)
-    report = box.report()
+    report = box.reading()
     assert report is not None and report.loaded, report
     assert report.foreign_cores >= 0.5
     assert any(f"pid {p.pid} " in b for p in busy_box for b in report.busiest), report.busiest
     ours = BoxLoad()  # seen from this process, its own children are the verifier's, not load
     ours.start()
     time.sleep(0.5)
-    mine = ours.report()
+    mine = ours.reading()
     assert mine is not None and not any(f"pid {p.pid} " in b for p in busy_box for b in mine.busiest), mine.busiest
 
 
@@ -55,7 +55,7 @@ def _stage(loaded: bool, neighbours: list[str] | None = None) -> tuple[TimingSta
     stage.cfg, stage.gated, stage.pad, stage.soft = TimingConfig(), False, None, []
     stage.box = None
     result = TimingResult(status="PASS", verdict="FASTER", neighbours=neighbours or [])
-    result.box_load = BoxLoadReport(seconds=5.0, cores=2, foreign_cores=1.8 if loaded else 0.0, loaded=loaded,
+    result.box_load = BoxLoadReading(seconds=5.0, cores=2, foreign_cores=1.8 if loaded else 0.0, loaded=loaded,
                                     busiest=["pid 7 (python): 0.90 cores"])
     return stage, result
 

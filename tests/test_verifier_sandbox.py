@@ -25,6 +25,7 @@ import torch
 from verifiers.arms import sandbox
 from verifiers.arms.handle import ArmFailure, ArmHandle, Zygote
 from verifiers.ipc.shared_buffers import allocate
+from verifiers.launch import bytecode
 
 from verifier_support import FIXTURES, PARITY_ONLY, PROBLEM_FILE, candidate
 
@@ -49,6 +50,9 @@ class World:
         (self.state / "ledger.sqlite").write_bytes(b"SQLite format 3\0")
         mp.setenv("SKILL_SERVER_CACHE", str(root / "cache"))
         self.jit = sandbox.baseline_cache()
+        self.bytecode = bytecode.persisted_folder()  # the verifier's disk bytecode cache (under the cache folder)
+        assert self.bytecode is not None and self.bytecode.is_relative_to(root / "cache")
+        self.bytecode.mkdir(parents=True)
         self.tcp = socket.create_server(("127.0.0.1", 0))
         self.tcp.setblocking(False)
         self.abstract_name = f"verifier-sandbox-test-{os.getpid()}-{os.urandom(4).hex()}"
@@ -56,7 +60,8 @@ class World:
         self.unix.bind("\0" + self.abstract_name)
         self.unix.listen(4)
         self.unix.setblocking(False)
-        for key, value in {"STATE": self.state, "HOME": self.home, "JIT": self.jit, "PORT": self.tcp.getsockname()[1],
+        for key, value in {"STATE": self.state, "HOME": self.home, "JIT": self.jit, "BYTECODE": self.bytecode,
+                           "PORT": self.tcp.getsockname()[1],
                            "ABSTRACT": self.abstract_name}.items():
             mp.setenv(f"VERIFIER_TEST_{key}", str(value))
         self.planted = PLANTED + [Path(sysconfig.get_paths()["purelib"]) / "_planted_by_candidate.pth"]
@@ -104,6 +109,7 @@ class World:
         out = [f"planted {p}" for p in self.planted if p.exists()]
         out += [f"wrote {p}" for p in self.home.rglob("*") if p.is_file()]
         out += [f"planted {p}" for p in self.jit.rglob("*") if p.is_file()] if self.jit.exists() else []
+        out += [f"planted {p}" for p in self.bytecode.rglob("*") if p.is_file()]
         if (self.state / "ledger.sqlite").read_bytes() != b"SQLite format 3\0":
             out.append("ledger changed")
         for name, listener in (("tcp", self.tcp), ("abstract unix", self.unix)):
@@ -135,7 +141,7 @@ def world(tmp_path_factory):
 
 
 @pytest.mark.parametrize("attempt", ["read_key", "write_ledger", "write_project", "write_site_packages",
-                                     "write_home_cache", "plant_baseline_cache", "tcp_connect", "abstract_unix",
+                                     "write_home_cache", "plant_baseline_cache", "plant_persisted_bytecode", "tcp_connect", "abstract_unix",
                                      "judge_memory", "ptrace_judge", "signal_judge"])
 def test_an_escape_attempt_from_a_confined_arm_is_refused_and_harmless(world, attempt):
     handle, error = world.arm(attempt)
@@ -250,12 +256,14 @@ def test_a_verified_ledger_record_keeps_what_confined_the_run(tmp_path):
 
 def test_the_cli_and_the_server_take_the_require_sandbox_setting():
     from skill_server.cli.entry import build_parser
-    from skill_server.cli.verify_support import options_from_args
+    from skill_server.cli.serve import ServeArgs
+    from skill_server.cli.verify_support import VerifyArgs
+    from skill_server.settings import Settings
 
-    parser = build_parser()
+    parser, env = build_parser(), Settings.from_environ({})
     args = parser.parse_args(["verify", "card", "--candidate", "x.py:build", "--require-sandbox"])
-    assert options_from_args(args).require_sandbox is True
-    assert parser.parse_args(["serve", "--require-sandbox"]).require_sandbox is True
+    assert VerifyArgs.from_namespace(args, env).verify_options().require_sandbox is True
+    assert ServeArgs.from_namespace(parser.parse_args(["serve", "--require-sandbox"]), env).require_sandbox is True
 
 
 CONFINED_IMPORT = r"""

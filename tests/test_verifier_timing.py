@@ -34,8 +34,24 @@ def test_aa_run_gives_no_difference():
         assert report.verdict == "NO_DIFFERENCE" and t.verdict == "NO_DIFFERENCE"
     assert [r.order for r in t.aa.rounds][:2] == ["ABBA", "BAAB"]
     assert t.ab.ci_low <= 1.0 + t.noise_floor
-    # every arm warmed in batches until one was no faster than 0.9x the last; blocks sized on the last
-    assert len(t.warmup) == 3 and all(w.batches >= 2 and w.calls == 10 * w.batches for w in t.warmup), t.warmup
+    # every arm warmed in batches until one was no faster than 0.9x the last (a first batch of 3
+    # calls, then batches of 10 for calls this fast); blocks sized on the last
+    assert len(t.warmup) == 3 and all(w.batches >= 2 and w.calls == 3 + 10 * (w.batches - 1) for w in t.warmup), t.warmup
+
+
+def test_slow_calls_warm_up_in_small_batches_and_fast_ones_in_full_batches():
+    """A call of ~110 ms (Triton's CPU interpreter is 0.4-1.5 s) warms up in batches sized to half
+    a second, not 10 calls each, and its blocks hold 2 calls, not 3: a smoke verification spent
+    most of its time warming up and in long blocks."""
+    report, t = timed("mm_slow_call", "torch_mm", "128x128x128", rounds=5)
+    assert t is not None, (report.verdict, {k: v.reason[:200] for k, v in report.shape_reports[0].stages.items()})
+    slow = [w for w in t.warmup if w.wall_per_call_ms > 60]
+    assert slow, [(w.arm, w.wall_per_call_ms) for w in t.warmup]
+    for w in slow:  # 3 calls, then ceil(500 ms / cost) each: fewer than 10 per batch
+        assert w.batches >= 2 and w.calls < 10 * w.batches and w.calls >= 6, w
+    fast = [w for w in t.warmup if w.wall_per_call_ms < 5]
+    assert fast and all(w.calls == 3 + 10 * (w.batches - 1) for w in fast), t.warmup
+    assert t.ab.calls_per_block == 2 and t.aa.calls_per_block > 2, (t.ab.calls_per_block, t.aa.calls_per_block)
 
 
 def test_the_baseline_side_can_alternate_between_its_two_processes():
@@ -109,6 +125,20 @@ def test_no_arm_is_timed_after_it_ran_the_profiler():
     t = report.shape_reports[0].timing
     assert report.shape_reports[0].stages["signature"].status == "PASS"
     assert t.status == "PASS" and t.ab.speedup > 0.6, (t.ab.speedup, t.reason)  # 0.33 if timed after profiling
+
+
+def test_with_several_shapes_the_baseline_is_profiled_once_after_every_shape_was_timed():
+    """The baseline process serves every shape: profiled after the first shape's rounds, it would
+    be timed at the next shape with the profiler's after-effects (three times slower here, the
+    A/B reading ~3x FASTER for an A/A). It is profiled once, at every shape, after the last
+    shape's rounds, and each shape's signature still sees both arms."""
+    report = verify(PROBLEM_FILE, "arm:mm_slows_once_profiled", baseline="mm_slows_once_profiled",
+                    shapes=["192x192x192", "160x160x160"], options=fast_options())
+    for s in report.shape_reports:
+        assert s.stages["signature"].status == "PASS", (s.shape, s.stages["signature"].reason)
+        assert [c.arm.split()[0] for c in s.signature] == ["baseline", "candidate"]
+        t = s.timing
+        assert t.status == "PASS" and 0.6 < t.ab.speedup < 1.6, (s.shape, t.ab.speedup, t.reason)
 
 
 def test_calls_shorter_than_the_timer_floor_are_inconclusive():

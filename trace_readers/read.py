@@ -122,9 +122,8 @@ def read_trace(
 
     Give ``path`` (a file; ``.gz`` or not) or ``content`` (its text or bytes; gzip'd bytes
     and SQLite bytes accepted). The format is detected from the content unless ``format``
-    names it (``FORMATS`` or an alias). Inputs over ``max_bytes`` (default:
-    ``$SKILL_SERVER_PROFILE_MAX_BYTES`` or 512 MiB, also applied to the decompressed size)
-    are refused. ``detail`` (torch traces): also keep host events and device-side ranges
+    names it (``FORMATS`` or an alias). Inputs over ``max_bytes`` (default: 512 MiB, also
+    applied to the decompressed size; the application passes its setting) are refused. ``detail`` (torch traces): also keep host events and device-side ranges
     (``Trace.cpu_events`` / ``device_ranges``), and accept a trace with no device kernels.
     Every problem with the input raises ``TraceReadError``."""
     forced = format_name(format)

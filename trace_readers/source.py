@@ -13,7 +13,6 @@ import csv
 import gzip
 import io
 import itertools
-import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,8 @@ from typing import IO, Any
 from trace_readers.errors import TraceReadError
 
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
+# The application's name for the limit, for messages only: this package reads no environment
+# (its callers pass the setting in as ``max_bytes``; see skill_server.settings).
 MAX_BYTES_ENV = "SKILL_SERVER_PROFILE_MAX_BYTES"
 CONTENT_LABEL = "<content>"
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -46,23 +47,13 @@ class SizeLimitExceeded(Exception):
 
 
 def resolve_max_bytes(max_bytes: int | None) -> int:
-    """The size limit: the argument, else the environment variable, else 512 MiB."""
-    if max_bytes is not None:
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
-            raise TraceReadError(f"max_bytes={max_bytes!r} is not allowed", where="max_bytes",
-                                 expected="a positive integer")
-        return max_bytes
-    raw = os.environ.get(MAX_BYTES_ENV)
-    if raw is None or not raw.strip():
+    """The size limit: the argument (the caller's setting), else 512 MiB."""
+    if max_bytes is None:
         return DEFAULT_MAX_BYTES
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        value = -1
-    if value <= 0:
-        raise TraceReadError(f"{MAX_BYTES_ENV}={raw[:40]!r} is not allowed", where=MAX_BYTES_ENV,
-                             expected="a positive integer byte count")
-    return value
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes <= 0:
+        raise TraceReadError(f"max_bytes={max_bytes!r} is not allowed", where="max_bytes",
+                             expected="a positive integer")
+    return max_bytes
 
 
 def _mib(n: int) -> str:

@@ -23,7 +23,8 @@ class VerifyOptions(BaseModel):
     rounds: int = Field(12, ge=5, description="interleaved A/B rounds (ABBA/BAAB), at least 5")
     aa_rounds: int | None = Field(None, ge=5, description="A/A control rounds (default: rounds)")
     block_ms: float = Field(20.0, gt=0, description="target duration of one block of calls")
-    min_calls_per_block: int = Field(3, ge=1)
+    min_calls_per_block: int | None = Field(None, ge=1, description="fewest calls in a block (default: 3, or 2 "
+                                            "when a call takes over 100 ms, e.g. Triton's CPU interpreter)")
     max_calls_per_block: int = Field(500, ge=1)
     warmup_ms: float = Field(25.0, ge=25.0)
     warmup_calls: int = Field(10, ge=10)

@@ -69,6 +69,10 @@ class ShapeReport(BaseModel):
     secret_seed: int | None = None  # revealed after the run
     provenance: Provenance = Field(default_factory=Provenance)
     seconds: float = 0.0
+    # where the shape's time went, in order (seconds): the judge's start-up before any shape
+    # (baselines, probe), the baseline's parity references, its solo timing, the candidate's
+    # start, its parity, the A/B rounds, and the profiling's build / start / calls / stop
+    phase_seconds: dict[str, float] = Field(default_factory=dict)
     log_tail: str = ""
 
 

@@ -5,8 +5,8 @@ zygote, the arms start from an allow-listed copy of it), so it stays the carrier
 reads it is this module. :class:`VerifierSettings` holds the variables the verifier's own
 processes use; the application's :class:`skill_server.settings.Settings` extends it with the
 server's and the CLI's, so the application sees the whole environment as one object and the
-verifier never imports the server. ``trace_readers`` (the layer below both) keeps its one
-variable, ``SKILL_SERVER_PROFILE_MAX_BYTES``, which ``Settings`` also declares.
+verifier never imports the server. ``trace_readers`` (the layer below both) reads no
+environment: its one setting, the profile size limit, is declared here and passed in.
 
 A value that does not parse is a one-line error naming the variable and what it expects;
 an empty value counts as unset.
@@ -26,7 +26,11 @@ FALSE_WORDS = ("0", "false", "no", "off")
 
 
 class SettingsError(ValueError):
-    """A ``SKILL_SERVER_*`` variable holds a value its setting cannot take."""
+    """A ``SKILL_SERVER_*`` variable holds a value its setting cannot take (``variable``)."""
+
+    def __init__(self, message: str, variable: str | None = None) -> None:
+        super().__init__(message)
+        self.variable = variable
 
 
 def env_name(field: str) -> str:
@@ -50,7 +54,7 @@ class EnvironmentSettings(BaseModel):
             name = env_name(str(err["loc"][0])) if err.get("loc") else PREFIX + "*"
             info = cls.model_fields.get(str(err["loc"][0])) if err.get("loc") else None
             want = f"; expected {info.description}" if info is not None and info.description else ""
-            raise SettingsError(f"{name}={str(env.get(name, ''))[:60]!r}: {err['msg']}{want}") from None
+            raise SettingsError(f"{name}={str(env.get(name, ''))[:60]!r}: {err['msg']}{want}", name) from None
 
 
 def _switch(value: object) -> object:
@@ -70,6 +74,8 @@ class VerifierSettings(EnvironmentSettings):
     sandbox: bool = Field(True, description="on/off: confine arm processes with Landlock (off: the operator's choice)")
     require_sandbox: bool = Field(False, description="1/0: refuse to run an arm unconfined")
     warm_judge: bool = Field(True, description="1/0: fork judges from a warm template (0: exec each judge fresh)")
+    persist_bytecode: bool = Field(True, description="1/0: keep trusted bytecode in the cache folder across runs "
+                                   "(only while arms run under Landlock; 0: in memory only)")
     arm_env: str = Field("", description="extra variable names an arm may see, comma-separated, PREFIX* for a prefix")
     ld_lld: Path | None = Field(None, description="the ld.lld that links gfx950 code objects")
     llvm_objdump: Path | None = Field(None, description="the llvm-objdump (LLVM 22) the gfx950 emulator decodes with")
@@ -78,8 +84,9 @@ class VerifierSettings(EnvironmentSettings):
     ledger: str | None = Field(None, description="a ledger file or a postgresql:// URL")
     emulator_lockstep: bool = Field(True, description="1/0: the gfx950 emulator runs waves in lockstep (0: one at a time)")
     emulator_batch_waves: int | None = Field(None, gt=0, description="a positive number of waves per lockstep batch")
+    profile_max_bytes: int | None = Field(None, gt=0, description="a positive integer byte count")
 
-    @field_validator("sandbox", "require_sandbox", "warm_judge", "emulator_lockstep", mode="before")
+    @field_validator("sandbox", "require_sandbox", "warm_judge", "persist_bytecode", "emulator_lockstep", mode="before")
     @classmethod
     def _switches(cls, value: object) -> object:
         return _switch(value)

@@ -228,6 +228,10 @@ EMU_SMALL = {"M": 128, "N": 256, "K": 256}
 #: the smallest valid shape of the card config: one 64-row tile, one 256-wide N tile, one K tile
 EMU_SMALLEST = {"M": 64, "N": 256, "K": 128}
 
+#: an M tail inside the 64-row tile and an odd number of K tiles
+EMU_TAIL = {"M": 100, "N": 256, "K": 384}
+
+
 def _recipe(dims: dict) -> BlockscaleConfig:
     """The config ``recipe.config_for`` picks at ``dims`` (the emulation shapes are 4-wave shapes:
     K < 4096; the 8-wave row is emulated under its own arm below)."""
@@ -244,6 +248,8 @@ EMULATED_ARMS = [
               "the card's recipe at the problem's emulation shape (config_for -> the 4-wave core)"),
     _emulated("recipe_small", EMU_SMALL, _recipe(EMU_SMALL), "flydsl_recipe",
               "the card's recipe at the hidden emulation shape (config_for -> the 4-wave core)"),
+    _emulated("recipe_tail", EMU_TAIL, _recipe(EMU_TAIL), "flydsl_recipe",
+              "the card's recipe with an M tail (100 = 64 + 36 rows) and 3 K tiles (a ping-pong pair + the tail)"),
     _emulated("xcd8_smallest", EMU_SMALLEST, CARD_CONFIG_XCD8, "flydsl_4wave",
               "card config at its smallest valid shape (the emulator benchmark's case)"),
     _emulated("xcd8_small", EMU_SMALL, CARD_CONFIG_XCD8, "flydsl_4wave",
@@ -290,4 +296,7 @@ EMULATED_ARMS += [
                     "8-wave cluster core: one 128x256 CTA, 2 K iterations (one loop trip + the peeled last)"),
     _emulated_8wave("w8_cluster_tail", {"M": 200, "N": 512, "K": 384}, CARD_CONFIG_8WAVE,
                     "8-wave cluster core with an M tail (200 = 128 + 72 rows), 2 N blocks, 3 K iterations"),
+    _emulated_8wave("w8_cluster_deepk", {"M": 192, "N": 512, "K": 1024}, CARD_CONFIG_8WAVE,
+                    "8-wave cluster core, deeper K: 8 K iterations (the scf.for loop runs 7 trips), an M tail "
+                    "(192 = 128 + 64 rows), 2 N blocks"),
 ]

@@ -9,7 +9,11 @@ flydsl_4wave        reference  rocm              FlyDSL gfx950 kernel, v_mfma_sc
 flydsl_8wave        reference  rocm              the PR's tile and store path: 8 waves, BLOCK_M=256,
                                                  block_n by pick_block_n, permlane16_swap +
                                                  ds_bpermute 64-byte row stores (flydsl_8wave.py)
-flydsl_8wave_direct ablation   rocm              the same with plain 8-byte stores (emulated today)
+flydsl_8wave_bn256  reference  rocm              the wide-grid row's tile (block_n=256, permlane +
+                                                 ds_bpermute 64-byte rows) forced at any shape: how the
+                                                 emulator runs that row (emulation-sized grids are all
+                                                 launch-starved, so pick_block_n gives 128 there)
+flydsl_8wave_direct ablation   rocm              the same with plain 8-byte stores
 triton_dequant      reference  cuda, rocm, cpu   Triton twin: per-32 dequant in registers,
                                                  bf16 tl.dot (exact products), fp32 accumulate
 aiter_blockscale    baseline   rocm              aiter gemm_a8w8_blockscale_bpreshuffle, 2-D e8m0
@@ -56,6 +60,15 @@ ARMS = {
             "swap-ab stores widened by v_permlane16_swap + ds_bpermute to 64-byte rows (operands global -> "
             "registers, not the PR's LDS mainloop)"
         ),
+        platforms=("rocm",),
+        signature=SignatureSpec(required=(FLYDSL_8WAVE_KERNEL,), forbidden=(TRITON_KERNEL,), launches_per_iter=1),
+    ),
+    "flydsl_8wave_bn256": ArmSpec(
+        name="flydsl_8wave_bn256",
+        build="flydsl_8wave:build_bn256",
+        role="reference",
+        description=("the 8-wave kernel with the wide-grid row's tile forced (block_n=256: v_permlane16_swap + "
+                     "ds_bpermute, 64-byte row stores) whatever pick_block_n says"),
         platforms=("rocm",),
         signature=SignatureSpec(required=(FLYDSL_8WAVE_KERNEL,), forbidden=(TRITON_KERNEL,), launches_per_iter=1),
     ),

@@ -24,8 +24,8 @@ What is the pull request's here:
 What is not (named honestly): the operands go global -> registers each 128-K step (no LDS,
 no ping-pong of the HipKittens-derived mainloop the PR reuses), so this kernel does not
 claim the PR's timings; ``stores="direct"`` (the 8-byte swap-ab stores, no lane exchange)
-is the variant the static gate must reject and the one the gfx950 emulator can execute
-today (it does not implement ``v_permlane16_swap`` yet).
+is the variant the static gate must reject. Both store paths run on the gfx950 emulator
+(``gfx950_targets.EMULATED_ARMS``), the permlane one against the card's oracle.
 
 Bounds: ``M`` a multiple of 64 (the packed A-scale group), rows past M read zeros and their
 stores are dropped by the buffer descriptors; ``N`` a multiple of ``BLOCK_N``; ``K`` a
@@ -316,6 +316,11 @@ def build(inputs: dict, outputs: dict, cfg: "Config8 | None" = None) -> Callable
     return launch
 
 
+def build_bn256(inputs: dict, outputs: dict) -> Callable[[], None]:
+    """The wide-grid row's tile (``block_n=256``, permlane + ds_bpermute stores) at any shape."""
+    return build(inputs, outputs, Config8(block_n=256))
+
+
 def build_direct(inputs: dict, outputs: dict) -> Callable[[], None]:
     """Ablation: the 8-byte swap-ab stores without the lane-exchange stages."""
     m, n = inputs["a"].shape[0], inputs["b_shuffled"].shape[0]
@@ -330,7 +335,12 @@ def build_emulated(inputs: dict, outputs: dict, kernels: dict) -> Callable[[], N
     gemm = kernels["gemm"]
     if gemm.config.get("K") != k:
         raise ValueError(f"the emulated kernel was compiled for K={gemm.config.get('K')}, the inputs have K={k}")
-    check_shape(m, n, k, Config8(block_n=gemm.config["block_n"], stores=gemm.config["stores"]))
+    block_n = gemm.config["block_n"]
+    check_shape(m, n, k, Config8(block_n=block_n, stores=gemm.config["stores"]))
+    if gemm.config.get("dispatch") and block_n != pick_block_n(m, n):
+        # the recipe arm stands for build(): its emulated kernel must be the tile build() picks here
+        raise ValueError(f"the emulated recipe kernel was compiled with block_n={block_n}, but pick_block_n({m}, {n}) "
+                         f"= {pick_block_n(m, n)}: declare it at dims where the dispatch picks its tile")
     args = launcher_args(a, b_sh, sa_sh, sb_sh, c)[:-1]
 
     def launch() -> None:

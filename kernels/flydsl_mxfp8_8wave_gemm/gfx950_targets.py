@@ -169,6 +169,9 @@ def _emulated(name: str, dims: dict, waves: tuple[int, int], scale_mode: str = "
 
 EMULATED_ARMS = [
     _emulated("real_2x2", {"M": 128, "N": 128, "K": 256}, (2, 2), description="default 2x2 wave grid, 2 K steps"),
+    _emulated("real_2x2_tail", {"M": 320, "N": 256, "K": 384}, (2, 2),
+              description="default 2x2 wave grid at the hidden emulation shape: an M tail (320 = 2 x 128 + 64), "
+                          "2 N blocks, 3 K steps"),
     _emulated("real_4x1_tail", {"M": 192, "N": 64, "K": 384}, (4, 1),
               description="tall 4x1 grid, an M tail inside the block and an odd number of K steps"),
     _emulated("scales_pinned", {"M": 128, "N": 128, "K": 256}, (2, 2), "pinned", expect_parity=False,
@@ -179,43 +182,37 @@ EMULATED_ARMS = [
 
 
 
-def _emulated_8w(name: str, dims: dict, block_n: int, description: str) -> EmulatedArm:
-    """The 8-wave kernel with the direct (8-byte) stores: the emulator does not implement
-    ``v_permlane16_swap`` yet, so the widened-store variant is gated and lane-modelled
-    (tests/test_mxfp8_store_stages.py) but not emulated; this runs the same mainloop, tile,
-    scale packing and opsel selection."""
-    gemm = emulation_kernel("gemm", _maker_8w(block_n, dims["K"], "direct", dims["M"], dims["N"]),
-                            _config_8w(block_n, dims["K"], "direct"))
-    return EmulatedArm(name=name, arm="flydsl_8wave_direct", dims=dims, kernels={"gemm": gemm},
+def _emulated_8w(name: str, arm: str, dims: dict, block_n: int, stores: str, description: str) -> EmulatedArm:
+    """The 8-wave kernel at ``dims`` with ``block_n`` and ``stores`` compiled in. Under the card's
+    recipe arm (``flydsl_8wave``) the compiled block_n must be what ``pick_block_n`` picks at
+    ``dims`` (``build_emulated`` refuses otherwise); ``flydsl_8wave_bn256`` is the wide-grid row's
+    tile at shapes small enough to emulate (every emulation-sized grid is launch-starved)."""
+    cfg = {**_config_8w(block_n, dims["K"], stores), "dispatch": arm == "flydsl_8wave"}
+    gemm = emulation_kernel("gemm", _maker_8w(block_n, dims["K"], stores, dims["M"], dims["N"]), cfg)
+    return EmulatedArm(name=name, arm=arm, dims=dims, kernels={"gemm": gemm},
                        build="flydsl_8wave:build_emulated", baseline="torch_dequant", description=description)
 
 
+#: the shapes the 8-wave arms run at: each has an M tail (rows past M inside a 256-row block)
+EMU_8W_SMALL = {"M": 128, "N": 128, "K": 256}  # the problem's emulation shape: half a block, 2 K steps
+EMU_8W_TAIL = {"M": 320, "N": 256, "K": 384}  # 256 + 64 rows, 2 N blocks of 128, 3 K steps
+EMU_8W_WIDE = {"M": 256, "N": 256, "K": 256}  # one full 256x256 block
+EMU_8W_WIDE_TAIL = {"M": 320, "N": 512, "K": 384}  # 256 + 64 rows, 2 N blocks of 256, 3 K steps
+
 EMULATED_ARMS += [
-    _emulated_8w("w8_bn256_direct", {"M": 256, "N": 256, "K": 256}, 256,
-                 "8-wave BLOCK_M=256, block_n=256: one CTA, two 128-K steps, 8 B tiles per wave"),
-    _emulated_8w("w8_bn128_direct_tail", {"M": 320, "N": 256, "K": 384}, 128,
-                 "8-wave block_n=128: an M tail (320 = 256 + 64), 2 N blocks, 3 K steps"),
+    # the card's recipe (flydsl_8wave): pick_block_n -> 128 (launch-starved), permlane16_swap stage
+    _emulated_8w("w8_recipe_small", "flydsl_8wave", EMU_8W_SMALL, 128, "permlane",
+                 "recipe (pick_block_n -> 128): permlane16_swap stores, 128 of 256 rows, 2 K steps"),
+    _emulated_8w("w8_bn128_permlane_tail", "flydsl_8wave", EMU_8W_TAIL, 128, "permlane",
+                 "recipe (pick_block_n -> 128): permlane16_swap stores, M tail (320 = 256 + 64), 2 N blocks, 3 K steps"),
+    # the wide-grid row's tile: permlane16_swap + ds_bpermute transpose, 64-byte row stores
+    _emulated_8w("w8_bn256_permlane", "flydsl_8wave_bn256", EMU_8W_WIDE, 256, "permlane",
+                 "block_n=256: permlane16_swap + ds_bpermute, 64-byte row stores, one 256x256 block, 2 K steps"),
+    _emulated_8w("w8_bn256_permlane_tail", "flydsl_8wave_bn256", EMU_8W_WIDE_TAIL, 256, "permlane",
+                 "block_n=256: permlane16_swap + ds_bpermute, M tail (320 = 256 + 64), 2 N blocks, 3 K steps"),
+    # the ablation: the same kernel with the 8-byte swap-ab stores (no lane exchange)
+    _emulated_8w("w8_bn256_direct", "flydsl_8wave_direct", EMU_8W_WIDE, 256, "direct",
+                 "8-byte swap-ab stores, block_n=256: one CTA, two 128-K steps"),
+    _emulated_8w("w8_bn128_direct_tail", "flydsl_8wave_direct", EMU_8W_TAIL, 128, "direct",
+                 "8-byte swap-ab stores, block_n=128: an M tail (320 = 256 + 64), 2 N blocks, 3 K steps"),
 ]
-
-
-def emulator_runs(mnemonic: str) -> bool:
-    """Whether the gfx950 emulator implements ``mnemonic`` (it lacks v_permlane16_swap today)."""
-    try:
-        from verifiers.gfx950.emulator.ops import handler_for
-    except ImportError:
-        return False
-    return handler_for(mnemonic) is not None
-
-
-#: the widened-store kernel itself, emulated as soon as the emulator implements the exchange
-#: (until then its evidence is the static gates and the CPU lane model of the same stages)
-PERMLANE_MNEMONIC = "v_permlane16_swap_b32_e32"
-if emulator_runs(PERMLANE_MNEMONIC):
-    for _name, _dims, _bn in (("w8_bn256_permlane", {"M": 256, "N": 256, "K": 256}, 256),
-                              ("w8_bn128_permlane_tail", {"M": 320, "N": 256, "K": 384}, 128)):
-        EMULATED_ARMS.append(EmulatedArm(
-            name=_name, arm="flydsl_8wave", dims=_dims,
-            kernels={"gemm": emulation_kernel("gemm", _maker_8w(_bn, _dims["K"], "permlane", _dims["M"], _dims["N"]),
-                                              _config_8w(_bn, _dims["K"], "permlane"))},
-            build="flydsl_8wave:build_emulated", baseline="torch_dequant",
-            description=f"8-wave block_n={_bn} with the permlane16_swap (+ ds_bpermute) store stages"))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from verifiers.problem import EmulationSpec, ParitySpec, Problem, SegmentSpec
 
 from .arms import ARMS
-from .inputs import PERTURBATIONS, make_inputs, make_outputs, oracle
+from .inputs import PERTURBATIONS, STATIC_INPUTS, make_inputs, make_outputs, oracle, oracle_at, refresh_inputs
 
 CARD_ID = "flydsl_mxfp8_8wave_gemm"
 
@@ -53,10 +53,13 @@ PARITY = ParitySpec(
     max_rel_l2=1e-3,
 )
 
-# gfx950-emulated (FlyDSL arms on the emulator, CPU, parity only): the 2x2 wave grid with two
-# K steps (gfx950_targets.EMULATED_ARMS ``real_2x2``; 5-10 s per launch on a 2-core box, so no
-# hidden shape). One seed and the secret one, no perturbation.
-EMULATION = EmulationSpec(shapes=({"M": 128, "N": 128, "K": 256},), baseline="torch_dequant", seeds=(0,))
+# gfx950-emulated (FlyDSL arms on the emulator, CPU, parity only): 128 rows (half of the 8-wave
+# kernel's 256-row block, an M tail) with two K steps, and hidden 320 rows (256 + a 64-row tail) over
+# two N blocks and three K steps; the 8-wave recipe and the 4-wave kernel are declared at both
+# (gfx950_targets.EMULATED_ARMS; 0.5-1.5 s per launch on a 2-core box). One seed and the secret one,
+# no perturbation.
+EMULATION = EmulationSpec(shapes=({"M": 128, "N": 128, "K": 256},), hidden_shapes=({"M": 320, "N": 256, "K": 384},),
+                          baseline="torch_dequant", seeds=(0,))
 
 PROBLEM = Problem(
     card_id=CARD_ID,
@@ -75,4 +78,8 @@ PROBLEM = Problem(
     min_bytes=min_bytes,
     smoke_shapes=SMOKE_SHAPES,
     emulation=EMULATION,
+    # per timed call: fresh activations on the device, the weight static, sampled elements checked
+    static_inputs=STATIC_INPUTS,
+    refresh_inputs=refresh_inputs,
+    oracle_at=oracle_at,
 )

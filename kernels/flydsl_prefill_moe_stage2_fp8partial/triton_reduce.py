@@ -10,7 +10,8 @@ inside the kernel from ``S`` (``1.0 / S`` folds at compile time), never passed
 separately.
 
 Layout: ``partial`` is [M * top_k, N] (row ``t * top_k + j``), contiguous in N;
-``out`` is [M, N] bf16. Grid: (M, cdiv(N, BLOCK_N)).
+``out`` is [M, N] bf16. Grid: (cdiv(M, ROWS), cdiv(N, BLOCK_N)); ``ROWS`` tokens per
+program: 1 on GPUs, up to ``CPU_ROWS`` in the interpreter.
 
 CPU twin. On CPU tensors the same Python function runs in Triton's interpreter. The
 interpreter's fp32 -> bf16 cast truncates instead of rounding to nearest even, so the
@@ -45,6 +46,7 @@ def _kernel_repr(proxy: Any) -> str:
 def moe_reduce(
     p_ptr,
     out_ptr,
+    M,
     N,
     stride_p,
     stride_o,
@@ -52,28 +54,31 @@ def moe_reduce(
     IN_FP8: tl.constexpr,
     S: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    ROWS: tl.constexpr,
     SOFT_CVT: tl.constexpr,
 ):
-    tok = tl.program_id(0).to(tl.int64)
+    tok = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS).to(tl.int64)
     offs = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask = offs < N
-    row0 = p_ptr + tok * TOP_K * stride_p + offs
-    acc = tl.full([BLOCK_N], 0.0, tl.float32)
+    mask = (tok[:, None] < M) & (offs[None, :] < N)
+    row0 = p_ptr + tok[:, None] * TOP_K * stride_p + offs[None, :]
+    acc = tl.full([ROWS, BLOCK_N], 0.0, tl.float32)
     for j in tl.static_range(TOP_K):
         x = tl.load(row0 + j * stride_p, mask=mask, other=0.0).to(tl.float32)
         if IN_FP8:
             x = x * (1.0 / S)  # unscale each slot before the sum (card, procedure step 3)
         acc += x
+    dst = out_ptr + tok[:, None] * stride_o + offs[None, :]
     if SOFT_CVT:  # round-to-nearest-even on the bits (out_ptr is an int16 view of the bf16 output)
         bits = acc.to(tl.int32, bitcast=True)
         bits = bits + 0x7FFF + ((bits >> 16) & 1)
-        tl.store(out_ptr + tok * stride_o + offs, (bits >> 16).to(tl.int16), mask=mask)
+        tl.store(dst, (bits >> 16).to(tl.int16), mask=mask)
     else:
-        tl.store(out_ptr + tok * stride_o + offs, acc.to(tl.bfloat16), mask=mask)
+        tl.store(dst, acc.to(tl.bfloat16), mask=mask)
 
 
 moe_reduce_kernel = triton.jit(moe_reduce, repr=_kernel_repr)
 _INTERPRETED: list = []
+CPU_ROWS = 64
 
 
 def kernel_for(device: "torch.device"):
@@ -124,8 +129,11 @@ def launcher(
     if partial.stride(1) != 1 or out.stride(1) != 1:
         raise ValueError("partial and out must be contiguous along N")
     bn = block_n or default_block_n(in_fp8)
-    grid = (M, triton.cdiv(N, bn))
     soft = partial.device.type == "cpu"
+    # the interpreter pays ~15 ms per program whatever its size: on CPU one program takes a
+    # block of tokens; compiled kernels keep one token per program
+    rows = min(triton.next_power_of_2(M), CPU_ROWS) if soft else 1
+    grid = (triton.cdiv(M, rows), triton.cdiv(N, bn))
     kernel = kernel_for(partial.device)
     dst = out.view(torch.int16) if soft else out
     name = reduce_name(in_fp8, s if in_fp8 else None)
@@ -133,8 +141,8 @@ def launcher(
 
     def launch() -> None:
         kernel[grid](
-            partial, dst, N, stride_p, stride_o,
-            TOP_K=top_k, IN_FP8=in_fp8, S=s, BLOCK_N=bn, SOFT_CVT=soft, num_warps=num_warps,
+            partial, dst, M, N, stride_p, stride_o,
+            TOP_K=top_k, IN_FP8=in_fp8, S=s, BLOCK_N=bn, ROWS=rows, SOFT_CVT=soft, num_warps=num_warps,
         )
 
     return launch, name

@@ -81,7 +81,7 @@ def compile_reduce(target: str, top_k: int, scale: float | None, block_n: int | 
     from skill_kernels.flydsl_prefill_moe_stage2_fp8partial import triton_reduce as r
 
     in_fp8 = scale is not None
-    sig = {"p_ptr": "*fp8e4nv" if in_fp8 else "*bf16", "out_ptr": "*bf16", "N": "i32", "stride_p": "i32", "stride_o": "i32"}
+    sig = {"p_ptr": "*fp8e4nv" if in_fp8 else "*bf16", "out_ptr": "*bf16", "M": "i32", "N": "i32", "stride_p": "i32", "stride_o": "i32"}
     ce = {"TOP_K": top_k, "IN_FP8": in_fp8, "S": float(scale) if in_fp8 else 1.0,
-          "BLOCK_N": block_n or r.default_block_n(in_fp8), "SOFT_CVT": False}
+          "BLOCK_N": block_n or r.default_block_n(in_fp8), "ROWS": 1, "SOFT_CVT": False}
     return _compile(_jit(r.moe_reduce, r._kernel_repr), sig, ce, target, 4, 1)

@@ -3,11 +3,99 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Literal
+
+from pydantic import Field, field_validator
 
 from skill_server.cards.shapes import parse_gemm_shape
-from skill_server.cli.common import EXIT_FINDINGS, EXIT_OK, emit_json, handles_errors, service_from
-from skill_server.matching.hotspot import Hotspot
+from skill_server.cli.common import (
+    EXIT_FINDINGS,
+    EXIT_OK,
+    CommandArgs,
+    emit_json,
+    from_setting,
+    handles_errors,
+    service_from,
+)
+from skill_server.matching.hotspot import GemmShape, Hotspot
+from trace_readers.read import FORMATS
 from trace_readers.source import resolve_max_bytes
+
+Regime = Literal["prefill", "decode"]
+
+
+class MatchArgs(CommandArgs):
+    """``match``: one hotspot, as flags."""
+
+    op: str = Field(description="kernel or op name as the profiler shows it")
+    operator: str | None = Field(None, description="operator class, e.g. dense_gemm (inferred from op when absent)")
+    gen: str | None = Field(None, description="GPU generation or product: gfx950, MI355X, H200, ...")
+    target_gen: str | None = Field(None, description="match as if the hotspot ran on this generation")
+    dtype: str | None = Field(None, description="operand dtype, e.g. fp8_e4m3")
+    scale_format: str | None = Field(None, description="operand scale format, e.g. fp32_block")
+    regime: Regime | None = None
+    shape: GemmShape | None = Field(None, description="GEMM shape, given as MxNxK")
+    stage: Literal["stage1", "stage2"] | None = Field(None, description="MoE stage when known")
+    launch_op: str | None = Field(None, description="the CPU op that launched the kernel")
+    segment_kernel: list[str] = Field(default_factory=list, description="other kernels of the same segment")
+    pct_gpu: float | None = Field(None, description="share of GPU time, percent")
+    label: str | None = Field(None, description="model-side layer label (provenance only)")
+    as_json: bool = False
+
+    @field_validator("shape", mode="before")
+    @classmethod
+    def _shape(cls, value: object) -> object:
+        return None if value is None else parse_gemm_shape(value)
+
+
+class MatchProfileArgs(CommandArgs):
+    """``match-profile``: a profiler file (or stdin) ranked and matched."""
+
+    file: str = Field(description="the profile's path, or - for standard input")
+    format: Literal[FORMATS] | None = Field(None, description="the profile's format (default: detected)")  # type: ignore[valid-type]
+    max_bytes: int | None = from_setting("profile_max_bytes", "refuse larger inputs (default 512 MiB)")
+    gen: str | None = Field(None, description="generation for hotspots whose trace does not name its device")
+    target_gen: str | None = Field(None, description="match every hotspot as if it ran on this generation")
+    dtype: str | None = None
+    scale_format: str | None = None
+    regime: Regime | None = None
+    top: int = Field(20, description="at most this many hotspots")
+    min_pct: float = Field(0.0, description="drop hotspots under this share of GPU time, percent")
+    as_json: bool = False
+
+
+class ListArgs(CommandArgs):
+    """``list``: the cards, filtered and paged."""
+
+    gen: str | None = None
+    operator: str | None = None
+    dtype: str | None = None
+    limit: int = Field(50, description="cards per page")
+    cursor: str | None = Field(None, description="the page after this cursor")
+    as_json: bool = False
+
+
+class ShowArgs(CommandArgs):
+    """``show``: a card's recipe."""
+
+    card: str = Field(description="card id")
+    shape: str | None = Field(None, description="MxNxK: pick the recipe row for this shape")
+    section: str | None = Field(None, description="one section of the card")
+    full: bool = Field(False, description="the whole SKILL.md")
+    as_json: bool = False
+
+    @field_validator("shape")
+    @classmethod
+    def _shape(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_gemm_shape(value)  # the form only: the service picks the row
+        return value
+
+
+class LintArgs(CommandArgs):
+    """``lint``: every card and artifact."""
+
+    as_json: bool = False
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,14 +114,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="another kernel of the same segment (repeatable)")
     p.add_argument("--pct-gpu", type=float, help="share of GPU time, percent")
     p.add_argument("--label", help="model-side layer label (provenance only, zero weight)")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_match)
+    p.add_argument("--json", action="store_true", dest="as_json")
 
     p = sub.add_parser("match-profile", help="rank a profiler file's hotspots and match each")
     p.add_argument("file", help="rocprofv3 kernel_trace.csv / kernel_stats.csv / results.json / results.db (rocpd), "
                    "or a torch.profiler trace JSON (.gz ok); - for stdin")
-    p.add_argument("--format", choices=["rocprofv3_kernel_trace", "rocprofv3_kernel_stats", "rocprofv3_json", "rocpd",
-                                        "torch_trace"], help="override detection")
+    p.add_argument("--format", choices=FORMATS, help="override detection")
     p.add_argument("--max-bytes", type=int, help="refuse larger inputs (default 512 MiB or $SKILL_SERVER_PROFILE_MAX_BYTES)")
     p.add_argument("--gen", help="generation for hotspots whose trace does not name its device")
     p.add_argument("--target-gen", metavar="G", help="match every hotspot as if it ran on generation G")
@@ -42,8 +128,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--regime", choices=["prefill", "decode"])
     p.add_argument("--top", type=int, default=20)
     p.add_argument("--min-pct", type=float, default=0.0)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_match_profile)
+    p.add_argument("--json", action="store_true", dest="as_json")
 
     p = sub.add_parser("list", help="list the cards (metadata only)")
     p.add_argument("--gen")
@@ -51,35 +136,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype")
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--cursor")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_list)
+    p.add_argument("--json", action="store_true", dest="as_json")
 
     p = sub.add_parser("show", help="show a card's recipe (summary, a section, or the whole card)")
     p.add_argument("card")
     p.add_argument("--shape", help="MxNxK: pick the recipe row for this shape")
     p.add_argument("--section", help="one section, e.g. Procedure, pitfalls, 'Do-no-harm notes'")
     p.add_argument("--full", action="store_true", help="the whole SKILL.md")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_show)
+    p.add_argument("--json", action="store_true", dest="as_json")
 
     p = sub.add_parser("lint", help="validate every card and artifact; exit 1 on any error")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_lint)
+    p.add_argument("--json", action="store_true", dest="as_json")
 
 
-def _hotspot_from(args):
-
+def _hotspot_from(args: MatchArgs) -> Hotspot:
     return Hotspot(
         op_name=args.op, launch_op=args.launch_op, operator=args.operator, gen=args.gen, dtype=args.dtype,
-        scale_format=args.scale_format, regime=args.regime, shape=parse_gemm_shape(args.shape) if args.shape else None,
+        scale_format=args.scale_format, regime=args.regime, shape=args.shape,
         stage=args.stage, segment_kernels=args.segment_kernel, pct_gpu=args.pct_gpu, label=args.label,
     )
 
 
 @handles_errors
-def cmd_match(args) -> int:
+def cmd_match(args: MatchArgs) -> int:
     result = service_from(args).match_skill(_hotspot_from(args), target_gen=args.target_gen)
-    if args.json:
+    if args.as_json:
         emit_json(result)
     else:
         print(render_match(result))
@@ -122,7 +203,7 @@ def render_match(result, indent: str = "") -> str:
 
 
 @handles_errors
-def cmd_match_profile(args) -> int:
+def cmd_match_profile(args: MatchProfileArgs) -> int:
     svc = service_from(args)
     kwargs = dict(format=args.format, gen=args.gen, dtype=args.dtype, scale_format=args.scale_format,
                   regime=args.regime, top=args.top, min_pct=args.min_pct, max_bytes=args.max_bytes,
@@ -134,7 +215,7 @@ def cmd_match_profile(args) -> int:
         result = svc.match_profile(content=content, **kwargs)
     else:
         result = svc.match_profile(path=args.file, **kwargs)
-    if args.json:
+    if args.as_json:
         emit_json(result)
         return EXIT_OK
     device = f"; device {', '.join(result.device_names)} ({result.device_gen or 'unknown generation'})" \
@@ -151,10 +232,10 @@ def cmd_match_profile(args) -> int:
 
 
 @handles_errors
-def cmd_list(args) -> int:
+def cmd_list(args: ListArgs) -> int:
     result = service_from(args).list_skills(gen=args.gen, operator=args.operator, dtype=args.dtype,
                                             cursor=args.cursor, limit=args.limit)
-    if args.json:
+    if args.as_json:
         emit_json(result)
         return EXIT_OK
     for s in result.skills:
@@ -172,9 +253,9 @@ def cmd_list(args) -> int:
 
 
 @handles_errors
-def cmd_show(args) -> int:
+def cmd_show(args: ShowArgs) -> int:
     view = service_from(args).get_recipe(args.card, shape=args.shape, section=args.section, full=args.full)
-    if args.json:
+    if args.as_json:
         emit_json(view)
         return EXIT_OK
     if view.text is not None:
@@ -201,10 +282,10 @@ def cmd_show(args) -> int:
 
 
 @handles_errors
-def cmd_lint(args) -> int:
+def cmd_lint(args: LintArgs) -> int:
     problems = service_from(args).lint()
     errors = [p for p in problems if p.severity == "error"]
-    if args.json:
+    if args.as_json:
         emit_json({"ok": not errors, "problems": [p.model_dump() for p in problems]})
     else:
         for p in problems:

@@ -9,20 +9,105 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
 
 from skill_server.cards.schema import _DuplicateKey, load_yaml
-from skill_server.cli.common import EXIT_BAD_INPUT, EXIT_FINDINGS, EXIT_OK, emit_json, handles_errors, service_from
-from skill_server.cli.fleet import run_reverify_on_fleet
+from skill_server.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_FINDINGS,
+    EXIT_OK,
+    CommandArgs,
+    emit_json,
+    handles_errors,
+    service_from,
+)
+from skill_server.cli.fleet import ReverifyArgs, run_reverify_on_fleet
 from skill_server.ledger.models import default_recorder
 
 MAX_INPUT_BYTES = 16 * 1024 * 1024
+RECORDER = "who records (default: $SKILL_SERVER_USER or the login name, with the command)"
+
+
+class RecordArgs(CommandArgs):
+    """``record``: results (or a verifier report) into the ledger."""
+
+    file: str = Field("-", description="JSON/YAML record(s), or a verifier report with from_report; - for stdin")
+    from_report: bool = Field(False, description="file is a verifier report (as `verify --report` writes it)")
+    card: str | None = Field(None, description="card id the report verifies (checked against it)")
+    by: str | None = Field(None, description=RECORDER)
+    as_json: bool = False
+
+
+class HistoryArgs(CommandArgs):
+    """``history``: a card's recorded results and re-verifications."""
+
+    card: str
+    shape: str | None = Field(None, description="MxNxK or name=value,...")
+    platform: str | None = Field(None, description="rocm/gfx950, cuda, gfx950, MI355X, a device name, ...")
+    source: Literal["verifier_report", "manual", "reverify"] | None = None
+    limit: int = 50
+    as_json: bool = False
+
+
+class ExportArgs(CommandArgs):
+    """``export``: a card's ledger history as a validation artifact."""
+
+    card: str
+    out: str | None = Field(None, description="artifact path inside the project")
+    force: bool = Field(False, description="replace an earlier ledger export at that path")
+    shape: str | None = None
+    platform: str | None = None
+    as_json: bool = False
+
+
+class OverlapArgs(CommandArgs):
+    """``overlap``: a draft's (or a card's) match space against the others'."""
+
+    draft: str | None = Field(None, description="a draft SKILL.md, - for stdin")
+    card: str | None = Field(None, description="an existing card instead")
+    as_json: bool = False
+
+    @model_validator(mode="after")
+    def _one_subject(self) -> OverlapArgs:
+        if (self.draft is None) == (self.card is None):
+            raise ValueError("give a draft SKILL.md or --card ID (one of them)")
+        return self
+
+
+class DraftCardArgs(CommandArgs):
+    """``draft-card``: ledger records -> a card skeleton."""
+
+    from_ledger: bool = Field(description="draft from ledger records (the only source)")
+    new_id: str = Field(description="the new card's id (also its folder name)")
+    card: str | None = Field(None, description="source card whose records to use")
+    record: list[int] | None = Field(None, description="ledger record ids")
+    shape: str | None = None
+    platform: str | None = None
+    gens: list[str] | None = Field(None, description="generations the card claims (default: the records')")
+    title: str | None = None
+    as_json: bool = False
+
+
+class DraftsArgs(CommandArgs):
+    """``drafts``: drafted cards and what blocks their promotion."""
+
+    as_json: bool = False
+
+
+class PromoteArgs(CommandArgs):
+    """``promote``: a draft into the skills folder."""
+
+    draft_id: str
+    as_json: bool = False
 
 
 def _ledger_arg(p: argparse.ArgumentParser) -> None:
     # SUPPRESS: absent here, a global --ledger (given before the command) is not overwritten
     p.add_argument("--ledger", metavar="PATH", default=argparse.SUPPRESS,
                    help="ledger file (default: $SKILL_SERVER_LEDGER, else <project>/var/ledger.sqlite)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--json", action="store_true", dest="as_json", help="machine-readable output")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,7 +120,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--card", help="card id the report verifies (checked against the report; optional)")
     p.add_argument("--by", help="who records (default: $SKILL_SERVER_USER or the login name) when a record omits recorded_by")
     _ledger_arg(p)
-    p.set_defaults(handler=cmd_record)
 
     p = sub.add_parser("history", help="a card's recorded results and re-verifications, newest first")
     p.add_argument("card")
@@ -44,7 +128,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--source", choices=["verifier_report", "manual", "reverify"])
     p.add_argument("--limit", type=int, default=50)
     _ledger_arg(p)
-    p.set_defaults(handler=cmd_history)
 
     p = sub.add_parser("export", help="write a card's ledger history as a validation artifact (ledger_export)")
     p.add_argument("card")
@@ -53,7 +136,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shape")
     p.add_argument("--platform")
     _ledger_arg(p)
-    p.set_defaults(handler=cmd_export)
 
     p = sub.add_parser("reverify", help="re-check cards on this box (prerequisites, gfx950 gates, verifier, claims)")
     p.add_argument("--card", help="one card (default: all)")
@@ -73,13 +155,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     fleet.add_argument("--task-timeout", type=float, default=None, metavar="S", help="with --ray: a task running "
                        "longer is cancelled and recorded as not re-verified (default 4 h)")
     _ledger_arg(p)
-    p.set_defaults(handler=cmd_reverify)
 
     p = sub.add_parser("overlap", help="cards whose match space intersects a draft's or a card's")
     p.add_argument("draft", nargs="?", help="a draft SKILL.md (- for stdin)")
     p.add_argument("--card", help="check an existing card against the others instead")
     _ledger_arg(p)
-    p.set_defaults(handler=cmd_overlap)
 
     p = sub.add_parser("draft-card", help="turn ledger records into a card skeleton (experimental, TODO prose)")
     p.add_argument("--from-ledger", action="store_true", required=True, help="draft from ledger records (the only source)")
@@ -91,20 +171,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gens", action="append", default=None, help="generations the card claims (default: the records')")
     p.add_argument("--title")
     _ledger_arg(p)
-    p.set_defaults(handler=cmd_draft_card)
 
     p = sub.add_parser("drafts", help="list drafted cards (not served) with what blocks their promotion")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_drafts)
+    p.add_argument("--json", action="store_true", dest="as_json")
 
     p = sub.add_parser("promote", help="move a draft into the skills folder once it passes lint with no TODO left")
     p.add_argument("draft_id")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_promote)
+    p.add_argument("--json", action="store_true", dest="as_json")
 
 
-def _service(args):
-
+def _service(args: CommandArgs):
     return service_from(args)
 
 
@@ -143,7 +219,7 @@ def _load_data(name: str):
 
 
 @handles_errors
-def cmd_record(args) -> int:
+def cmd_record(args: RecordArgs) -> int:
     svc = _service(args)
     who = _who(args.by)
     if args.from_report:
@@ -157,7 +233,7 @@ def cmd_record(args) -> int:
             if isinstance(r, dict) and "recorded_by" not in r:
                 r["recorded_by"] = who
         receipt = svc.record_result(records)
-    if args.json:
+    if args.as_json:
         emit_json(receipt)
     else:
         print(f"recorded {len(receipt.ids)} result(s) as {receipt.level} (ids {', '.join(map(str, receipt.ids))}) "
@@ -166,10 +242,10 @@ def cmd_record(args) -> int:
 
 
 @handles_errors
-def cmd_history(args) -> int:
+def cmd_history(args: HistoryArgs) -> int:
     h = _service(args).get_validation_history(args.card, shape=args.shape, platform=args.platform,
                                               source=args.source, limit=args.limit)
-    if args.json:
+    if args.as_json:
         emit_json(h)
         return EXIT_OK
     print(f"{h.card_id}: {h.reverification.summary}  (ledger {h.ledger})")
@@ -193,10 +269,10 @@ def cmd_history(args) -> int:
 
 
 @handles_errors
-def cmd_export(args) -> int:
+def cmd_export(args: ExportArgs) -> int:
     res = _service(args).export_validation(args.card, path=args.out, force=args.force, shape=args.shape,
                                            platform=args.platform)
-    if args.json:
+    if args.as_json:
         emit_json(res)
     else:
         print(f"{'replaced' if res.replaced else 'wrote'} {res.path} ({res.measurements} measurement(s))")
@@ -204,12 +280,9 @@ def cmd_export(args) -> int:
 
 
 @handles_errors
-def cmd_reverify(args) -> int:
+def cmd_reverify(args: ReverifyArgs) -> int:
     if args.ray:
-
         return run_reverify_on_fleet(args)
-    if args.platform or args.cpu_smoke or args.task_timeout:
-        raise ValueError("--platform, --cpu-smoke and --task-timeout apply to a fleet run: add --ray HOST:PORT")
     svc = _service(args)
 
     def progress(ev) -> None:
@@ -218,7 +291,7 @@ def cmd_reverify(args) -> int:
 
     report = svc.reverify(card_id=args.card, progress=progress, gates=not args.no_gates,
                           verifier=not args.no_verifier, record=not args.no_record, recorded_by=args.by)
-    if args.json:
+    if args.as_json:
         emit_json(report)
     else:
         print(f"platform {report.platform.key} ({report.platform.device}); git {report.git_rev or 'unknown'}")
@@ -234,12 +307,10 @@ def cmd_reverify(args) -> int:
 
 
 @handles_errors
-def cmd_overlap(args) -> int:
+def cmd_overlap(args: OverlapArgs) -> int:
     svc = _service(args)
-    if (args.draft is None) == (args.card is None):
-        raise ValueError("give a draft SKILL.md or --card ID (one of them)")
     report = svc.check_overlap(card_id=args.card) if args.card else svc.check_overlap(draft_text=_read_input(args.draft))
-    if args.json:
+    if args.as_json:
         emit_json(report)
     else:
         print(f"{report.subject}: compared with {report.compared} card(s); "
@@ -260,10 +331,10 @@ def cmd_overlap(args) -> int:
 
 
 @handles_errors
-def cmd_draft_card(args) -> int:
+def cmd_draft_card(args: DraftCardArgs) -> int:
     res = _service(args).draft_card(args.new_id, from_card=args.card, record_ids=args.record, shape=args.shape,
                                     platform=args.platform, gens=args.gens, title=args.title)
-    if args.json:
+    if args.as_json:
         emit_json(res)
         return EXIT_OK
     print(f"wrote {res.path} and {res.artifact} from record(s) {', '.join(map(str, res.records))} "
@@ -281,9 +352,9 @@ def cmd_draft_card(args) -> int:
 
 
 @handles_errors
-def cmd_drafts(args) -> int:
+def cmd_drafts(args: DraftsArgs) -> int:
     drafts = _service(args).list_drafts()
-    if args.json:
+    if args.as_json:
         emit_json(drafts)
         return EXIT_OK
     if not drafts:
@@ -297,9 +368,9 @@ def cmd_drafts(args) -> int:
 
 
 @handles_errors
-def cmd_promote(args) -> int:
+def cmd_promote(args: PromoteArgs) -> int:
     res = _service(args).promote_draft(args.draft_id)
-    if args.json:
+    if args.as_json:
         emit_json(res)
     else:
         print(f"promoted {res.card_id}: {res.path} (now served)")

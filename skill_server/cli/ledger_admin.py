@@ -6,11 +6,30 @@ import argparse
 import sys
 from pathlib import Path
 
-from skill_server.cli.common import EXIT_BAD_INPUT, EXIT_OK, emit_json, handles_errors, service_from
+from pydantic import Field
+
+from skill_server.cli.common import EXIT_BAD_INPUT, EXIT_OK, CommandArgs, emit_json, handles_errors, service_from
 from skill_server.ledger.backend_copy import copy_ledger
 from skill_server.ledger.postgres import is_postgres_url
 from skill_server.ledger.results import open_store
 from skill_server.ledger.signing import create_key, read_key
+
+
+class LedgerCopyArgs(CommandArgs):
+    """``ledger-copy``: every row of one ledger into another, checked."""
+
+    source: str = Field(description="ledger file or postgresql://user@host/db URL")
+    target: str = Field(description="ledger file or postgresql://user@host/db URL (created / migrated when new)")
+    replace: bool = Field(False, description="delete the target's records first")
+    as_json: bool = False
+
+
+class LedgerKeyArgs(CommandArgs):
+    """``ledger-key``: the signing key, shown, created or registered."""
+
+    create: Path | None = Field(None, description="write a new key file (mode 0600) here; refused when it exists")
+    register_key: bool = Field(False, description="register this server's key with the ledger")
+    as_json: bool = False
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,8 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("target", help="ledger file or postgresql://user@host/db URL (created / migrated when new)")
     p.add_argument("--replace", action="store_true", help="delete the target's records first (otherwise a target "
                    "holding records is refused)")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_ledger_copy)
+    p.add_argument("--json", action="store_true", dest="as_json")
 
     p = sub.add_parser("ledger-key", help="the signing key: show it, create a fleet key, register it with the ledger",
                        description="Without options: which key this server signs with (fingerprint only, never the "
@@ -31,20 +49,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "server: create it once with --create and install the file everywhere.")
     p.add_argument("--create", metavar="PATH", type=Path, help="write a new key file (mode 0600) at PATH; refused "
                    "when PATH exists")
-    p.add_argument("--register", action="store_true", help="register this server's key with the ledger (a "
+    p.add_argument("--register", action="store_true", dest="register_key", help="register this server's key with the ledger (a "
                    "deliberate key rotation on a shared ledger)")
     p.add_argument("--ledger", metavar="PATH_OR_URL", default=argparse.SUPPRESS, help="the ledger (default: "
                    "$SKILL_SERVER_LEDGER, else <project>/var/ledger.sqlite)")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_ledger_key)
+    p.add_argument("--json", action="store_true", dest="as_json")
 
 
 @handles_errors
-def cmd_ledger_copy(args) -> int:
-
+def cmd_ledger_copy(args: LedgerCopyArgs) -> int:
     source, target = open_store(_location(args.source)), open_store(_location(args.target))
     result = copy_ledger(source, target, replace=args.replace)
-    if args.json:
+    if args.as_json:
         emit_json(result)
     else:
         print("\n".join(result.lines()))
@@ -52,13 +68,11 @@ def cmd_ledger_copy(args) -> int:
 
 
 def _location(text: str) -> str | Path:
-
     return text if is_postgres_url(text) else Path(text).expanduser().resolve()
 
 
 @handles_errors
-def cmd_ledger_key(args) -> int:
-
+def cmd_ledger_key(args: LedgerKeyArgs) -> int:
     if args.create is not None:
         path = args.create.expanduser().resolve()
         if path.exists():
@@ -69,7 +83,7 @@ def cmd_ledger_key(args) -> int:
         return EXIT_OK
 
     ledger = service_from(args).ledger
-    if args.register:
+    if args.register_key:
         key_id = ledger.register_key()
         print(f"registered key {key_id} ({ledger.keys.path}) with {ledger.location}")
         return EXIT_OK
@@ -82,7 +96,7 @@ def cmd_ledger_key(args) -> int:
     view = {"ledger": ledger.location, "shared": bool(getattr(ledger.store, "shared", False)),
             "key_path": str(ledger.keys.path), "key_id": key.key_id if key else None, "problem": problem,
             "registered": registered, "matches": bool(key and (not registered or key.key_id in registered))}
-    if args.json:
+    if args.as_json:
         emit_json(view)
     else:
         print(f"ledger {view['ledger']} ({'shared' if view['shared'] else 'one server'})")

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import sys
 from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from skill_server.cli.common import EXIT_BAD_INPUT, EXIT_OK
+from skill_server.cli.common import EXIT_BAD_INPUT, EXIT_OK, CommandArgs, from_setting
 from skill_server.cli.connect_hints import TOKEN_ENV, ServeOptions, connect_text, http_url
 
 # lazy: the MCP SDK loads for serve only; the CLI's other commands run without it (GPU images)
@@ -36,6 +38,61 @@ from verifiers.arms.sandbox import REQUIRE_ENV
 from verifiers.options import VerifyOptions
 
 DEFAULT_PORT = 8765
+
+
+class ServeArgs(CommandArgs):
+    """``serve``: the cards over MCP. The form of each value is checked here; what a bind
+    needs (a token for a remote host, for exec or write tools over HTTP) in :func:`cmd_serve`."""
+
+    transport: Literal["stdio", "http"] = "stdio"
+    host: str = Field("127.0.0.1", description="HTTP bind address")
+    port: int = Field(DEFAULT_PORT, description="HTTP port")
+    token: str | None = from_setting("token", "HTTP bearer token clients must send")
+    token_on_command_line: bool = Field(False, description="the token came from --token (shows in process listings)")
+    allow_remote: bool = Field(False, description="allow a non-loopback host")
+    enable_exec_tools: bool = Field(False, description="register tools that execute code")
+    enable_write_tools: bool = Field(False, description="register tools that write records")
+    roots: list[Path] | None = Field(None, description="folders whose files clients may name")
+    max_upload_bytes: int = Field(DEFAULT_MAX_UPLOAD_BYTES, description="largest inline profile a client may send")
+    workers: int = Field(1, description="HTTP server processes on the one port")
+    verify_options: dict[str, Any] = Field(default_factory=dict, description="the operator's VerifyOptions for "
+                                           "run_verifier (given as a JSON object)")
+    allowed_host: list[str] = Field(default_factory=list, description="extra Host header values to accept")
+    allowed_origin: list[str] = Field(default_factory=list, description="extra browser Origins to accept")
+    ray_address: str | None = from_setting("ray_address", "Ray head the reverify tool may run on")
+    require_sandbox: bool = Field(False, description="run_verifier refuses candidates that cannot be confined")
+    quiet: bool = Field(False, description="do not print connection instructions on start")
+    print_connect: bool = Field(False, description="print the connection instructions to stdout and exit")
+
+    @classmethod
+    def prepare(cls, ns: argparse.Namespace, data: dict[str, Any]) -> dict[str, Any]:
+        return {**data, "token_on_command_line": bool(ns.token)}
+
+    @field_validator("port")
+    @classmethod
+    def _port(cls, value: int) -> int:
+        if not 0 < value < 65536:
+            raise ValueError(f"--port {value}: expected 1-65535")
+        return value
+
+    @field_validator("max_upload_bytes")
+    @classmethod
+    def _upload(cls, value: int) -> int:
+        if value <= 0:
+            raise ValueError(f"--max-upload-bytes {value}: expected a positive byte count")
+        return value
+
+    @field_validator("verify_options", mode="before")
+    @classmethod
+    def _options_json(cls, value: object) -> object:
+        return verify_options_json(value) if value is None or isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _workers(self) -> ServeArgs:
+        if self.workers < 1 or (self.workers > 1 and self.transport != "http"):
+            raise ValueError(f"--workers {self.workers}: expected 1 or more, and more than 1 only with "
+                             "--transport http")
+        return self
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -83,7 +140,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quiet", action="store_true", help="do not print connection instructions on start")
     p.add_argument("--print-connect", action="store_true",
                    help="print the connection instructions to stdout and exit")
-    p.set_defaults(handler=cmd_serve)
 
 
 def _fail(msg: str) -> int:
@@ -91,13 +147,12 @@ def _fail(msg: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
+def cmd_serve(args: ServeArgs) -> int:
     # lazy: the MCP SDK loads for serve only; the CLI's other commands run without it (GPU images)
     from skill_server.mcp.http_transport import is_loopback, is_wildcard
 
-    token = args.token or environment().token or None
+    token = args.token or None
     if args.require_sandbox:  # read by every judge this server starts (verifiers.arms.sandbox.required)
-
         os.environ[REQUIRE_ENV] = "1"
     http = args.transport == "http"
     remote = http and not is_loopback(args.host)
@@ -116,13 +171,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                              ("--enable-write-tools", args.enable_write_tools)) if on)
         return _fail(f"{gated} over HTTP needs a bearer token, or any local process (and any web page that reaches "
                      f"this port) could run code or write records: set {TOKEN_ENV} (or --token), or serve over stdio")
-    if not 0 < args.port < 65536:
-        return _fail(f"--port {args.port}: expected 1-65535")
-    if args.max_upload_bytes <= 0:
-        return _fail(f"--max-upload-bytes {args.max_upload_bytes}: expected a positive byte count")
-    if args.workers < 1 or (args.workers > 1 and not http):
-        return _fail(f"--workers {args.workers}: expected 1 or more, and more than 1 only with --transport http")
-    opts = ServeOptions(transport=args.transport, host=args.host, port=args.port, skills_dir=args.skills_dir,
+    opts = ServeOptions(transport=args.transport, host=args.host, port=args.port,
+                        skills_dir=str(args.skills_dir) if args.skills_dir else None,
                         token_set=bool(token), enable_exec_tools=args.enable_exec_tools,
                         enable_write_tools=args.enable_write_tools)
     if args.print_connect:
@@ -139,16 +189,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         gc.enable()
 
 
-def _serve(args: argparse.Namespace, token: str | None, http: bool, remote: bool, opts) -> int:
-    from pydantic import ValidationError
-
+def _serve(args: ServeArgs, token: str | None, http: bool, remote: bool, opts) -> int:
     # lazy: the MCP SDK loads for serve only; the CLI's other commands run without it (GPU images)
     from skill_server.mcp.app import build_server
 
-    verify_options = _verify_options(args.verify_options)
-    if isinstance(verify_options, str):
-        return _fail(verify_options)
-    service = SkillService(args.skills_dir, ledger_path=getattr(args, "ledger", None))
+    service = SkillService(args.skills_dir, ledger_path=args.ledger)
     try:
         if args.roots:
             roots = check_roots(args.roots)
@@ -159,8 +204,7 @@ def _serve(args: argparse.Namespace, token: str | None, http: bool, remote: bool
             roots = () if remote else default_file_roots(service.project_root)
         settings = ServerSettings(allow_exec_tools=args.enable_exec_tools, allow_write_tools=args.enable_write_tools,
                                   file_roots=roots, max_upload_bytes=args.max_upload_bytes,
-                                  verify_options=verify_options,
-                                  ray_address=args.ray_address or environment().ray_address or None)
+                                  verify_options=args.verify_options, ray_address=args.ray_address or None)
     except (ConfinementError, ValidationError) as exc:
         return _fail(f"--root: {exc}")
     http_opts = None
@@ -179,7 +223,7 @@ def _serve(args: argparse.Namespace, token: str | None, http: bool, remote: bool
         notes.append("the token applies to HTTP only; over stdio the client that launches the server is trusted")
     if http and not token:
         notes.append(f"no token set: any local process can connect; set {TOKEN_ENV} to require one")
-    if args.token:
+    if args.token_on_command_line:
         notes.append(f"a token on the command line shows in process listings; prefer the {TOKEN_ENV} env var")
     catalog = service.catalog
     where = f"HTTP at {http_url(opts)}" if http else "stdio"
@@ -200,7 +244,8 @@ def _serve(args: argparse.Namespace, token: str | None, http: bool, remote: bool
         from skill_server.mcp.http_transport import serve_http, serve_http_workers
 
         if args.workers > 1:
-            spec = WorkerSpec(skills_dir=args.skills_dir, ledger=getattr(args, "ledger", None), settings=settings,
+            spec = WorkerSpec(skills_dir=str(args.skills_dir) if args.skills_dir else None, ledger=args.ledger,
+                              settings=settings,
                               http=http_opts)
             os.environ[WORKER_ENV] = spec.model_dump_json()
             _started()
@@ -249,28 +294,24 @@ def worker_app():
     return app
 
 
-def _verify_options(text: str | None) -> dict | str:
-    """The operator's --verify-options, validated; a str is the error to print."""
+def verify_options_json(text: str | None) -> dict[str, Any]:
+    """The operator's --verify-options, validated as VerifyOptions; ValueError says what is wrong."""
     if text is None:
         return {}
-    import json
-
-    from pydantic import ValidationError
-
     try:
         data = json.loads(text)
-        if not isinstance(data, dict):
-            return "--verify-options: expected a JSON object, e.g. '{\"rounds\": 7}'"
-
-        VerifyOptions.model_validate(data)
-        return data
     except json.JSONDecodeError as exc:
-        return f"--verify-options: not JSON ({exc.msg} at character {exc.pos})"
+        raise ValueError(f"--verify-options: not JSON ({exc.msg} at character {exc.pos})") from None
+    if not isinstance(data, dict):
+        raise ValueError("--verify-options: expected a JSON object, e.g. '{\"rounds\": 7}'")
+    try:
+        VerifyOptions.model_validate(data)
     except ValidationError as exc:
         # lazy: the MCP SDK loads for serve only; the CLI's other commands run without it (GPU images)
         from skill_server.mcp.common import describe_validation_error
 
-        return f"--verify-options: {describe_validation_error(exc)}"
+        raise ValueError(f"--verify-options: {describe_validation_error(exc)}") from None
+    return data
 
 
 def request_body_limit(max_upload_bytes: int) -> int:

@@ -7,17 +7,26 @@ import argparse
 import signal
 import sys
 
-from skill_server.cli.common import emit_json, handles_errors, service_from
-from skill_server.cli.verify_support import (
-    EXIT_USAGE,
-    ProgressDisplay,
-    add_verify_arguments,
-    exit_code,
-    options_from_args,
-)
-from skill_server.doctor.preflight import refusal_for_verify_args
-from verifiers.gfx950.emulator.cli import check_kernel_and_emulate
+from pydantic import Field
+
+from skill_server.cli.common import CommandArgs, emit_json, handles_errors, service_from
+from skill_server.cli.verify_support import ProgressDisplay, VerifyArgs, add_verify_arguments, exit_code
+from skill_server.doctor.preflight import verify_refusal
+from verifiers.gfx950.emulator.cli import EXIT_USAGE, check_kernel_and_emulate
 from verifiers.gfx950.report import check_kernel_command
+
+
+class CheckKernelArgs(CommandArgs):
+    """``check-kernel``: a card's FlyDSL kernels compiled for gfx950 and gated."""
+
+    card: str = Field(description="card id (its kernels live in the folder its verifier binding names)")
+    target: str | None = Field(None, description="one compile target (default: all of the card's)")
+    negative: bool = Field(False, description="also run the deliberately wrong NEGATIVE_TARGETS")
+    no_cache: bool = Field(False, description="recompile even when a cached result is valid")
+    emulate: bool = Field(False, description="also run the card's FlyDSL arms on the gfx950 emulator")
+    full: bool = Field(False, description="with emulate: the FULL_EMULATED_ARMS, at the problem's real shapes")
+    verbose: bool = False
+    as_json: bool = False
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,10 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--full", action="store_true",
                    help="with --emulate: run the card's FULL_EMULATED_ARMS, its kernel at the problem's real shape(s) "
                         "with the whole K loop (block-scale card: 4096x2048x7168, about 23.5 M wave-instructions), "
-                        "instead of the small shapes; expect minutes: about 2-4 min per shape on a quiet 2-core box")
+                        "instead of the small shapes; expect minutes: about 2-4 min per shape on this 2-core box")
     p.add_argument("-v", "--verbose", action="store_true")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_check_kernel)
+    p.add_argument("--json", action="store_true", dest="as_json")
 
 
     p = sub.add_parser("verify", help="verify a rewrite on this box: parity, runtime signature, interleaved A/B")
@@ -45,38 +53,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--by", help="who records (default: $SKILL_SERVER_USER or the login name)")
     p.add_argument("--ledger", metavar="PATH", default=argparse.SUPPRESS,
                    help="ledger file (default: $SKILL_SERVER_LEDGER, else <project>/var/ledger.sqlite)")
-    p.set_defaults(handler=cmd_verify)
 
 
-def kernel_folder(args, card_id: str) -> str:
+def kernel_folder(args: CommandArgs, card_id: str) -> str:
     """The kernels folder a card binds to (its verifier problem), else the card id."""
     parsed = service_from(args).card(card_id)
     return parsed.card.verifier.problem if parsed.card.verifier else parsed.card.id
 
 
 @handles_errors
-def cmd_verify(args) -> int:
+def cmd_verify(args: VerifyArgs) -> int:
     # exit codes: 0 ran and correct, 1 FAIL, 2 bad input, 3 ERROR (the harness could not decide, or the
     # box cannot run it: the doctor's line says what is missing)
-    import sys
-    from pathlib import Path
-
-    from pydantic import ValidationError
-
-
-
-
     svc = service_from(args)
-    refusal = refusal_for_verify_args(args)  # a box that cannot run it refuses with the doctor's line
+    options = args.verify_options()  # held when the arguments were built
+    refusal = verify_refusal(options.device, options.profile)  # a box that cannot run it: the doctor's line
     if refusal:
         print(f"skill-server verify: refused on this box (`skill-server doctor` for the full report):\n{refusal}",
               file=sys.stderr)
         return 3
-    try:
-        options = options_from_args(args)
-    except (ValueError, ValidationError) as exc:
-        print(f"skill-server verify: error: invalid verify options: {exc}", file=sys.stderr)
-        return EXIT_USAGE
     # SIGTERM (a scheduler's timeout, an agent stopping its tool) unwinds like Ctrl-C: the runner
     # stops the judge and its arms before this process exits (on SIGKILL they see their pipe close)
     signal.signal(signal.SIGTERM, _exit_on_signal)
@@ -93,9 +88,9 @@ def cmd_verify(args) -> int:
     if args.report:  # the envelope record --from-report takes back (signed: this server's own run)
         signed = (svc.get_report(outcome.report_id).envelope_json if outcome.recorded is not None
                   else svc.signed_envelope(report).model_dump_json())
-        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.report).write_text(signed)
-    if args.json:
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text(signed)
+    if args.as_json:
         emit_json(report)
     else:
         print(report.summary())
@@ -115,13 +110,11 @@ def _exit_on_signal(signum: int, _frame: object) -> None:
 
 
 @handles_errors
-def cmd_check_kernel(args) -> int:
+def cmd_check_kernel(args: CheckKernelArgs) -> int:
     # exit codes: 0 every gate as promised, 1 a gate failed, 2 unknown card/target, 3 skipped (no toolchain)
-
     folder = kernel_folder(args, args.card)
-    kwargs = dict(as_json=args.json, include_negative=args.negative, use_cache=not args.no_cache, verbose=args.verbose)
+    kwargs = dict(as_json=args.as_json, include_negative=args.negative, use_cache=not args.no_cache, verbose=args.verbose)
     if args.emulate:  # gates, then the FlyDSL arms on the gfx950 emulator (emulated parity)
-
         return check_kernel_and_emulate(folder, args.target, full=args.full, **kwargs)
     if args.full:
         print("skill-server check-kernel: --full applies to --emulate (the emulated arms at the real shapes); "

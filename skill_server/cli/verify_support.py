@@ -11,13 +11,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from skill_server.cli.common import CommandArgs
+from verifiers.arms.candidate import parse_candidate
 from verifiers.options import VerifyOptions
+from verifiers.problem import EMULATED_PLATFORM
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
+DEVICE_FORM = re.compile(rf"(auto|cpu|cuda(:\d+)?|rocm|hip|{re.escape(EMULATED_PLATFORM)})")
+# the flag that sets each VerifyOptions field (others come only through --options JSON)
+OPTION_FLAGS = {"rounds": "--rounds", "seeds": "--seed", "secret_seed": "--no-secret-seed",
+                "noise_floor": "--noise-floor", "time_limit_s": "--time-limit", "device": "--device",
+                "rocprof_trace": "--rocprof-trace", "rocprof_baseline_trace": "--rocprof-baseline-trace",
+                "timing": "--no-timing", "profile": "--no-profile", "require_sandbox": "--require-sandbox"}
 
 
 def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,8 +41,8 @@ def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
                              "for this platform)")
     parser.add_argument("--shape", metavar="MxNxK", action="append", dest="shapes", default=None,
                         help="shape to verify (repeatable; default: the problem's shapes)")
-    parser.add_argument("--json", action="store_true", help="print the full report as JSON on stdout")
-    parser.add_argument("--report", metavar="PATH", default=None, help="also write the JSON report to PATH")
+    parser.add_argument("--json", action="store_true", dest="as_json", help="print the full report as JSON on stdout")
+    parser.add_argument("--report", metavar="PATH", type=Path, default=None, help="also write the JSON report to PATH")
     parser.add_argument("--plot", metavar="PNG", default=None, help="write the per-round timing plot")
     parser.add_argument("--rounds", type=int, default=None, help="interleaved A/B rounds (>= 5)")
     parser.add_argument("--seed", type=int, action="append", dest="seeds", default=None,
@@ -52,40 +64,87 @@ def add_verify_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress display on stderr")
 
 
-def options_from_args(args: argparse.Namespace) -> Any:
-    """Build VerifyOptions from the parsed arguments (flags override ``--options``)."""
+class VerifyArgs(CommandArgs):
+    """``verify``: a candidate against a card's problem on this box. The flags that are
+    ``VerifyOptions`` fields are checked as options when the arguments are built, so a bad
+    value never starts the preflight or a process."""
 
-    base: dict[str, Any] = {}
-    if args.options:
-        text = args.options
-        path = Path(text)
-        if not text.lstrip().startswith("{") and path.is_file():
-            text = path.read_text()
+    card: str = Field(description="card id; its verifier binding names the problem")
+    candidate: str = Field(description="FILE.py:FUNC, package.module:FUNC, or arm:NAME (a problem arm)")
+    baseline: str | None = Field(None, description="baseline arm (default: the card binding's for this platform)")
+    shapes: list[str] | None = Field(None, description="shapes to verify, in the problem's shape text (default: its "
+                                                       "shapes); the problem's dimensions decide the form")
+    as_json: bool = Field(False, description="print the full report as JSON on stdout")
+    report: Path | None = Field(None, description="also write the signed report envelope here")
+    plot: str | None = Field(None, description="write the per-round timing plot (PNG) here")
+    rounds: int | None = Field(None, description="interleaved A/B rounds")
+    seeds: list[int] | None = Field(None, description="parity seeds (default: the problem's)")
+    no_secret_seed: bool = Field(False, description="skip the secret parity seed")
+    noise_floor: float | None = Field(None, description="the card's declared noise floor")
+    time_limit: float | None = Field(None, description="per-shape worker time limit, seconds")
+    device: str | None = Field(None, description="auto | cpu | cuda | cuda:N | gfx950-emulated")
+    rocprof_trace: str | None = Field(None, description="rocprofv3 kernel trace CSV of the candidate")
+    rocprof_baseline_trace: str | None = Field(None, description="rocprofv3 kernel trace CSV of the baseline")
+    no_timing: bool = Field(False, description="parity and signature only")
+    no_profile: bool = Field(False, description="skip the runtime-signature / segment profiling")
+    options: str | None = Field(None, description="further VerifyOptions: a JSON object or a JSON file's path")
+    require_sandbox: bool = Field(False, description="refuse to run arms that cannot be confined")
+    quiet: bool = Field(False, description="no progress display on stderr")
+    no_record: bool = Field(False, description="do not store the result in the ledger")
+    by: str | None = Field(None, description="who records (default: $SKILL_SERVER_USER or the login name)")
+
+    @field_validator("candidate")
+    @classmethod
+    def _candidate(cls, value: str) -> str:
+        parse_candidate(value)  # the syntax only: the verifier loads it
+        return value
+
+    @model_validator(mode="after")
+    def _options_hold(self) -> VerifyArgs:
+        self.verify_options()
+        return self
+
+    def verify_options(self) -> VerifyOptions:
+        """The ``VerifyOptions`` these arguments ask for (flags override ``--options``);
+        ``ValueError`` naming the flag when they do not hold."""
+        base = _options_json(self.options)
+        flags = {"rounds": self.rounds, "seeds": self.seeds, "noise_floor": self.noise_floor,
+                 "time_limit_s": self.time_limit, "device": self.device, "rocprof_trace": self.rocprof_trace,
+                 "rocprof_baseline_trace": self.rocprof_baseline_trace}
+        base.update({k: v for k, v in flags.items() if v is not None})
+        switches = {"secret_seed": self.no_secret_seed, "timing": self.no_timing, "profile": self.no_profile}
+        base.update({k: False for k, off in switches.items() if off})
+        if self.require_sandbox:
+            base["require_sandbox"] = True
         try:
-            base = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"--options: not JSON ({exc})") from None
-        if not isinstance(base, dict):
-            raise ValueError("--options: expected a JSON object of VerifyOptions fields")
-    flags = {
-        "rounds": args.rounds,
-        "seeds": args.seeds,
-        "noise_floor": args.noise_floor,
-        "time_limit_s": args.time_limit,
-        "device": args.device,
-        "rocprof_trace": args.rocprof_trace,
-        "rocprof_baseline_trace": args.rocprof_baseline_trace,
-    }
-    base.update({k: v for k, v in flags.items() if v is not None})
-    if args.no_secret_seed:
-        base["secret_seed"] = False
-    if args.no_timing:
-        base["timing"] = False
-    if args.no_profile:
-        base["profile"] = False
-    if getattr(args, "require_sandbox", False):
-        base["require_sandbox"] = True
-    return VerifyOptions.model_validate(base)
+            options = VerifyOptions.model_validate(base)
+        except ValidationError as exc:
+            raise ValueError("; ".join(_option_error(e) for e in exc.errors())) from None
+        if not DEVICE_FORM.fullmatch(options.device.strip().lower()):
+            raise ValueError(f"{OPTION_FLAGS['device']} {options.device!r}: expected auto, cpu, cuda, cuda:N "
+                             f"or {EMULATED_PLATFORM}")
+        return options
+
+
+def _options_json(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    path = Path(text)
+    if not text.lstrip().startswith("{") and path.is_file():
+        text = path.read_text()
+    try:
+        base = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--options: not JSON ({exc})") from None
+    if not isinstance(base, dict):
+        raise ValueError("--options: expected a JSON object of VerifyOptions fields")
+    return base
+
+
+def _option_error(err: Any) -> str:
+    loc = [str(p) for p in err.get("loc", ())]
+    flag = OPTION_FLAGS.get(loc[0], "--options " + loc[0]) if loc else "--options"
+    return f"{flag}{''.join('.' + p for p in loc[1:])}: {err['msg']}"
 
 
 class ProgressDisplay:

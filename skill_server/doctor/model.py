@@ -1,5 +1,5 @@
 """The doctor's report: every check's result and a summary; the JSON and the human text both
-come from this one model (``DoctorReport.text()``)."""
+come from this one model (``DoctorFindings.text()``)."""
 from __future__ import annotations
 
 from datetime import datetime
@@ -18,7 +18,7 @@ class DoctorSummary(BaseModel):
     line: str
 
 
-class DoctorReport(BaseModel):
+class DoctorFindings(BaseModel):
     model_config = ConfigDict(ser_json_inf_nan="constants")
 
     host: str

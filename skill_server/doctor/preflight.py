@@ -16,9 +16,7 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
-from skill_server.cli.verify_support import options_from_args
 from skill_server.doctor import runner as doctor_runner
 from skill_server.doctor.plan import VERIFY_CHECKS
 from skill_server.doctor.result import BLOCKING, CheckResult
@@ -92,16 +90,3 @@ def verify_refusal(device: str | None = None, profile: bool = True, budget_s: fl
         with _passed_lock:
             _passed[key] = time.monotonic()
     return "\n".join(lines) or None
-
-
-def refusal_for_verify_args(args: Any) -> str | None:
-    """:func:`verify_refusal` for ``skill-server verify``'s parsed arguments. Options that do
-    not parse are left to the verify command, which reports them."""
-    from pydantic import ValidationError
-
-
-    try:
-        options = options_from_args(args)
-    except (ValueError, ValidationError):
-        return None
-    return verify_refusal(options.device, options.profile)

@@ -31,7 +31,7 @@ from verifiers import locations
 from skill_server.doctor.result import CheckResult, result
 
 from skill_server.doctor.child import ChildEvent, ChildRequest
-from skill_server.doctor.model import DoctorReport, summarise
+from skill_server.doctor.model import DoctorFindings, summarise
 from skill_server.doctor.plan import BY_ID, CheckSpec, blocked, select
 
 DEFAULT_BUDGET_S = 55.0
@@ -218,7 +218,7 @@ def _deciders(spec: CheckSpec) -> set[str]:
 
 
 def run_doctor(checks: list[str] | None = None, budget_s: float = DEFAULT_BUDGET_S,
-               check_timeout_s: float | None = None, skills_dir: str | Path | None = None) -> DoctorReport:
+               check_timeout_s: float | None = None, skills_dir: str | Path | None = None) -> DoctorFindings:
     """Run the doctor's checks (all, or ``checks`` with what they need) and report.
 
     ``budget_s`` bounds the whole run; ``check_timeout_s`` caps every check's own limit.
@@ -240,16 +240,16 @@ def run_doctor(checks: list[str] | None = None, budget_s: float = DEFAULT_BUDGET
             break
     ordered = [r for spec in specs for r in run.done.get(spec.id, [])]
     wall = time.monotonic() - t0
-    return DoctorReport(host=socket.gethostname(), python=platform.python_version(), generated_at=datetime.now(UTC),
+    return DoctorFindings(host=socket.gethostname(), python=platform.python_version(), generated_at=datetime.now(UTC),
                         wall_s=round(wall, 2), budget_s=budget_s, checks=ordered, summary=summarise(ordered, wall))
 
 
 _shared_lock = threading.Lock()
-_shared_last: tuple[float, tuple[tuple[str, ...], str], DoctorReport] | None = None
+_shared_last: tuple[float, tuple[tuple[str, ...], str], DoctorFindings] | None = None
 
 
 def shared_run(checks: list[str] | None = None, skills_dir: str | Path | None = None,
-               reuse_s: float = REUSE_S) -> DoctorReport:
+               reuse_s: float = REUSE_S) -> DoctorFindings:
     """:func:`run_doctor` for a long-lived server: one run at a time (a caller that waited gets
     the report just made), and a report of the same checks younger than ``reuse_s`` again, so
     many clients asking at once cost one run."""

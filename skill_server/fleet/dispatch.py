@@ -33,7 +33,7 @@ from skill_server.fleet.models import (
     FleetOptions,
     FleetOutcome,
     FleetProgress,
-    FleetReport,
+    FleetRun,
     FleetTarget,
     NodeRun,
 )
@@ -167,7 +167,7 @@ class _Task:
 def run_fleet(service: RunRecorder, address: str, cards: list[Any], *, progress: ProgressFn | None = None, gates: bool = True,
               verifier: bool = True, record: bool = True, recorded_by: str = "reverify (fleet)",
               cpu_smoke: bool = False, platforms: list[str] | None = None,
-              task_timeout_s: float | None = None) -> FleetReport:
+              task_timeout_s: float | None = None) -> FleetRun:
 
     ray = connect(address)
     try:
@@ -178,7 +178,7 @@ def run_fleet(service: RunRecorder, address: str, cards: list[Any], *, progress:
 
 
 def _run(ray, service, address, cards, progress, gates, verifier, record, recorded_by, cpu_smoke, platforms,
-         task_timeout_s, now) -> FleetReport:
+         task_timeout_s, now) -> FleetRun:
 
 
     started = now()
@@ -251,7 +251,7 @@ def _run(ray, service, address, cards, progress, gates, verifier, record, record
     finally:
         for ref in pending:  # an error while recording: leave nothing running on the cluster
             ray.cancel(ref, force=True)
-    return FleetReport(address=address, started_at=started, finished_at=now(), targets=targets, outcomes=outcomes,
+    return FleetRun(address=address, started_at=started, finished_at=now(), targets=targets, outcomes=outcomes,
                        ledger=service.ledger.location if record else None)
 
 

@@ -85,7 +85,7 @@ class FleetOutcome(BaseModel):
     seconds: float | None = None
 
 
-class FleetReport(BaseModel):
+class FleetRun(BaseModel):
     address: str
     started_at: datetime
     finished_at: datetime

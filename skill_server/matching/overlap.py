@@ -73,7 +73,7 @@ class OverlapFinding(BaseModel):
     dimensions: list[DimensionComparison]
 
 
-class OverlapReport(BaseModel):
+class OverlapCheck(BaseModel):
     subject: str
     compared: int = Field(description="cards compared")
     duplicates: list[str] = Field(default_factory=list)
@@ -484,9 +484,9 @@ def _notable(f: OverlapFinding) -> bool:
     return bool(f.shared_hotspot_names) and next(d for d in f.dimensions if d.dimension == "operator").relation != "disjoint"
 
 
-def check(subject: Subject, others: Iterable[Subject], label: str | None = None) -> OverlapReport:
+def check(subject: Subject, others: Iterable[Subject], label: str | None = None) -> OverlapCheck:
     """Compare ``subject`` with every other card (a card never with itself)."""
-    report = OverlapReport(subject=label or subject.id or "match spec", compared=0)
+    report = OverlapCheck(subject=label or subject.id or "match spec", compared=0)
     for other in others:
         if other.id is not None and other.id == subject.id:
             continue

@@ -22,12 +22,12 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context
 
 T = TypeVar("T")
-Report = Callable[[float, float, str], None]
+ProgressCallback = Callable[[float, float, str], None]  # (done, total, message)
 BUFFER = 256
 
 
-async def run_with_progress(ctx: Context, work: Callable[[Report], T], cancel: threading.Event | None = None) -> T:
-    """Run ``work(report)`` on a worker thread; every ``report(done, total, message)`` call,
+async def run_with_progress(ctx: Context, work: Callable[[ProgressCallback], T], cancel: threading.Event | None = None) -> T:
+    """Run ``work(progress)`` on a worker thread; every ``progress(done, total, message)`` call,
     from any thread, becomes an MCP progress notification during the run. When the request
     is cancelled (the client's ``notifications/cancelled``, or the session ends) ``cancel``
     is set at once: the work sees it and stops its processes (``verifiers.launch.runner``);
@@ -35,7 +35,7 @@ async def run_with_progress(ctx: Context, work: Callable[[Report], T], cancel: t
     token = anyio.lowlevel.current_token()
     send, receive = anyio.create_memory_object_stream[tuple[float, float, str]](BUFFER)
 
-    def report(done: float, total: float, message: str) -> None:
+    def progress(done: float, total: float, message: str) -> None:
         try:
             anyio.from_thread.run_sync(send.send_nowait, (float(done), float(total), str(message)[:500]), token=token)
         except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError, RuntimeError):
@@ -54,7 +54,7 @@ async def run_with_progress(ctx: Context, work: Callable[[Report], T], cancel: t
     async with anyio.create_task_group() as tg:
         tg.start_soon(forward)
         try:
-            result = await anyio.to_thread.run_sync(lambda: work(report), abandon_on_cancel=cancel is not None)
+            result = await anyio.to_thread.run_sync(lambda: work(progress), abandon_on_cancel=cancel is not None)
         except anyio.get_cancelled_exc_class():
             if cancel is not None:
                 cancel.set()

@@ -5,7 +5,7 @@ client names: ``checks`` picks from the fixed list), writes nothing, and shares 
 concurrent callers; it runs on a worker thread, so other requests are served meanwhile.
 
 Like every tool it publishes no output schema (``mcp_answers``): the text block is the
-doctor's own table, the structured content the whole ``DoctorReport`` as JSON (the CLI's
+doctor's own table, the structured content the whole ``DoctorFindings`` as JSON (the CLI's
 ``--json``), so a client can validate it with the same model.
 """
 from typing import Annotated

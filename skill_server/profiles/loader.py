@@ -22,9 +22,22 @@ from skill_server.matching.hotspot import MAX_NAME_CHARS, MAX_SEGMENT_KERNELS, G
 from skill_server.profiles.models import KernelResources, KernelVariant, LaunchOp, ProfiledHotspot, ProfileSummary
 from skill_server.profiles.moe_stages import infer_stages
 from skill_server.cards.vocabulary import Vocabulary, vocabulary
+from skill_server.settings import SettingsError, settings
+from trace_readers.source import MAX_BYTES_ENV
 
 ProfileError = TraceReadError
 _GFX = re.compile(r"\bgfx[0-9a-f]{3,4}\b", re.IGNORECASE)
+
+
+def setting_max_bytes() -> int | None:
+    """The profile size limit the deployment set (``SKILL_SERVER_PROFILE_MAX_BYTES``), else None
+    (``trace_readers``' default); a value that does not parse is a ``ProfileError`` naming it."""
+    try:
+        return settings().profile_max_bytes
+    except SettingsError as exc:
+        if exc.variable != MAX_BYTES_ENV:
+            raise
+        raise ProfileError(str(exc), where=MAX_BYTES_ENV, expected="a positive integer byte count") from None
 
 
 def _check_limits(top: int, min_pct: float) -> None:
@@ -66,7 +79,7 @@ def load_profile(
     size) are refused. Every problem with the input raises ``ProfileError``.
     """
     _check_limits(top, min_pct)
-    trace = read_trace(path, content, format, max_bytes=max_bytes)
+    trace = read_trace(path, content, format, max_bytes=max_bytes if max_bytes is not None else setting_max_bytes())
     vocab = vocabulary()
     with paused_gc():
         stages, bases = infer_stages(trace, vocab)

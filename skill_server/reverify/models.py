@@ -58,7 +58,7 @@ class CardReverification(BaseModel):
     report_id: str | None = Field(None, description="the verifier report of this card's run (report://{id})")
 
 
-class ReverifyReport(BaseModel):
+class ReverifyRun(BaseModel):
     platform: PlatformInfo
     git_rev: str | None = None
     started_at: datetime

@@ -35,7 +35,7 @@ class ProbeContext(BaseModel):
     project_root: Path
     card_id: str
     capability: str = ""
-    gate_reports: list[Any] = Field(default_factory=list, description="verifiers.gfx950.gates.GateReport of this run")
+    gate_reports: list[Any] = Field(default_factory=list, description="verifiers.gfx950.gates.TargetGates of this run")
     verifier_reports: list[Any] = Field(default_factory=list, description="verifiers.report.VerificationReport of "
                                         "this run: the box's own verification and the gfx950-emulated one")
 

@@ -37,7 +37,7 @@ from skill_server.reverify.models import (
     PrerequisiteCheck,
     ProgressFn,
     ReverifyProgress,
-    ReverifyReport,
+    ReverifyRun,
     ShapeOutcome,
     StageResult,
     short,
@@ -58,7 +58,7 @@ from verifiers.options import VerifyOptions
 from verifiers.problem import EMULATED_PLATFORM, for_platform, load_problem
 from verifiers.provenance import emulated_platform
 
-__all__ = ["CardRun", "Reverifier", "ReverifyProgress", "ReverifyReport", "decide", "now"]
+__all__ = ["CardRun", "Reverifier", "ReverifyProgress", "ReverifyRun", "decide", "now"]
 
 
 @dataclass

@@ -13,11 +13,11 @@ from skill_server.cards.schema import (CardParseError, CardProblem, MatchSpec, P
                                        parse_card_text, split_front_matter)
 from skill_server.cards.shapes import ShapeSelection, parse_gemm_shape, select_shape_class
 from skill_server.cards.vocabulary import VocabularyError, vocabulary
-from skill_server.doctor.model import DoctorReport
+from skill_server.doctor.model import DoctorFindings
 from skill_server.doctor.runner import shared_run
 from skill_server.matching.hotspot import GemmShape, Hotspot
 from skill_server.matching.matcher import MatchInputError, MatchResult, match_hotspot, target_compute_units
-from skill_server.matching.overlap import OverlapReport, Subject, check
+from skill_server.matching.overlap import OverlapCheck, Subject, check
 from skill_server.policy.client_policy import ClientPolicy
 from skill_server.policy.confinement import PROFILE_FILE, ConfinementError, open_confined, withhold_file_text
 from skill_server.profiles import ProfileError, load_profile
@@ -258,7 +258,7 @@ class CatalogService:
                           recipe=selection.recipe if selection else None, summary=summary, **base)
 
     # -- lint ----------------------------------------------------------------------
-    def doctor(self, checks: list[str] | None = None) -> DoctorReport:
+    def doctor(self, checks: list[str] | None = None) -> DoctorFindings:
         """What a first run on this box needs (``skill_server.doctor.runner``); read-only, never raises
         for what it finds. Concurrent callers share one run, and a report of the same checks
         younger than ``doctor.REUSE_S`` is returned as it is."""
@@ -271,7 +271,7 @@ class CatalogService:
         return lint_catalog(Catalog.load(self.ws.skills_dir))
 
     def check_overlap(self, draft_text: str | None = None, card_id: str | None = None,
-                      match_spec: dict | None = None) -> OverlapReport:
+                      match_spec: dict | None = None) -> OverlapCheck:
         """Existing cards whose match space intersects the draft's, the card's or the
         spec's: duplicates, overlaps, and distinct cards sharing a hotspot name."""
         if sum(x is not None for x in (draft_text, card_id, match_spec)) != 1:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from skill_server import is_embedded
 from skill_server.fleet.dispatch import FleetError, run_fleet
-from skill_server.fleet.models import FleetReport
+from skill_server.fleet.models import FleetRun
 from skill_server.ledger.models import default_recorder, normalise_platform
-from skill_server.reverify.run import Reverifier, ReverifyReport, now
+from skill_server.reverify.run import Reverifier, ReverifyRun, now
 from skill_server.reverify.stages import default_gate_runner, default_verifier_runner
 from skill_server.service.errors import ServiceError
 from skill_server.service.evidence import EvidenceService
@@ -21,7 +21,7 @@ class ReverifyService:
 
     def reverify(self, card_id: str | None = None, progress=None, *, gates: bool = True, verifier: bool = True,
                  record: bool = True, recorded_by: str | None = None, platform=None, probes=None,
-                 gate_runner=None, verifier_runner=None, emulate: bool | None = None, **smoke) -> ReverifyReport:
+                 gate_runner=None, verifier_runner=None, emulate: bool | None = None, **smoke) -> ReverifyRun:
         """Re-check each card (or one) on this box; record a signed status per card and
         platform, with the verifier's report and results.
 
@@ -54,13 +54,13 @@ class ReverifyService:
         for run in rv.run(cards, progress):
             outcomes.append(run.result)
             self.evidence.record_card_run(run, run.platform or plat, who, rev, record=record)
-        return ReverifyReport(platform=plat, git_rev=rev, started_at=started, finished_at=now(), cards=outcomes,
+        return ReverifyRun(platform=plat, git_rev=rev, started_at=started, finished_at=now(), cards=outcomes,
                               ledger=self.ws.ledger.store.location if record else None)
 
     def reverify_on_fleet(self, address: str, card_id: str | None = None, progress=None, *, gates: bool = True,
                           verifier: bool = True, record: bool = True, recorded_by: str | None = None,
                           cpu_smoke: bool = False, platforms: list[str] | None = None,
-                          task_timeout_s: float | None = None) -> FleetReport:
+                          task_timeout_s: float | None = None) -> FleetRun:
         """Re-verify on a Ray cluster: one task per (card, platform the cluster offers), run
         on a node advertising that platform; every outcome recorded here (``fleet.py``)."""
         if record:

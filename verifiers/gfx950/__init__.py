@@ -9,16 +9,16 @@ Public API (kernel folders and the CLI code against this)::
     TARGETS = [CompileTarget(name="t64x256x128_wpe2_xcd8", make=..., gates=GateSpec(...))]
     NEGATIVE_TARGETS = [CompileTarget(..., expect_fail=("scaled_mfma",))]
 
-    reports = check_kernel("<card folder>")   # list[GateReport], one per target
+    reports = check_kernel("<card folder>")   # list[TargetGates], one per target
 
 Modules: ``targets`` (CompileTarget, target discovery), ``env`` (compile-only environment),
 ``compile`` (subprocess compile + disk cache -> CompileArtifacts), ``isa`` (ISA / IR parsing),
-``gates`` (GateSpec, run_gates, GateReport), ``check`` (check_kernel: targets + compile + gates).
+``gates`` (GateSpec, run_gates, TargetGates), ``check`` (check_kernel: targets + compile + gates).
 
 Importing this package imports neither torch nor flydsl.
 """
 from verifiers.gfx950.gates import (
-    GateReport,
+    TargetGates,
     GateResult,
     GateSpec,
     Occupancy,
@@ -33,7 +33,7 @@ __all__ = [
     "CompileArtifacts",
     "CompileTarget",
     "EmulatedArm",
-    "GateReport",
+    "TargetGates",
     "GateResult",
     "GateSpec",
     "KernelArtifacts",

@@ -7,11 +7,11 @@ either.
 from __future__ import annotations
 
 from verifiers.gfx950.compile import compile_targets
-from verifiers.gfx950.gates import GateReport, run_gates
+from verifiers.gfx950.gates import TargetGates, run_gates
 from verifiers.gfx950.targets import CompileTarget, load_targets
 
 
-def _finish(report: GateReport, t: CompileTarget, negative: bool) -> GateReport:
+def _finish(report: TargetGates, t: CompileTarget, negative: bool) -> TargetGates:
     report.description = t.description
     report.config = dict(t.config)
     report.negative = negative
@@ -32,13 +32,13 @@ def check_kernel(
     *,
     include_negative: bool = False,
     jobs: int | None = None,
-) -> list[GateReport]:
+) -> list[TargetGates]:
     """Compile (cached, in a subprocess) and gate the targets of ``kernels/<folder>``.
 
     target: one target name (positive or negative); None: every TARGETS entry, plus the
       NEGATIVE_TARGETS when ``include_negative``.
     jobs: compiles run in parallel subprocesses (default: min(2, CPUs)).
-    Returns one GateReport per target; a missing flydsl / ld.lld yields SKIPPED reports.
+    Returns one TargetGates per target; a missing flydsl / ld.lld yields SKIPPED reports.
     Raises NoTargetsError when the folder has no gfx950_targets.py, KeyError for an unknown
     target name.
     """

@@ -2,7 +2,7 @@
 
 ``GateSpec`` states a card's static claims (which instructions must / must not appear, how
 the scaled MFMA may be used, resource budgets); ``run_gates(artifacts, spec)`` checks one
-compile against it and returns a ``GateReport`` with per-gate PASS / FAIL / SKIPPED and the
+compile against it and returns a ``TargetGates`` with per-gate PASS / FAIL / SKIPPED and the
 evidence (offending instruction lines, counts, figures). ``check_kernel(folder)`` compiles
 every target a folder declares (cached) and gates each one; it is what
 ``skill-server check-kernel`` and re-verification call.
@@ -125,7 +125,7 @@ class Occupancy(BaseModel):
     waves_per_simd: float
 
 
-class GateReport(BaseModel):
+class TargetGates(BaseModel):
     """All gates of one compile target.
 
     status: PASS when every gate passed; FAIL when any failed; SKIPPED when the compile
@@ -338,7 +338,7 @@ def _merge(results: list[GateResult]) -> list[GateResult]:
     return sorted(merged.values(), key=lambda g: GATE_NAMES.index(g.name) if g.name in GATE_NAMES else 99)
 
 
-def run_gates(artifacts: "CompileArtifacts", spec: GateSpec) -> GateReport:
+def run_gates(artifacts: "CompileArtifacts", spec: GateSpec) -> TargetGates:
     """Check one compile (``compile.CompileArtifacts``) against ``spec``."""
     base = dict(
         folder=artifacts.folder,
@@ -349,17 +349,17 @@ def run_gates(artifacts: "CompileArtifacts", spec: GateSpec) -> GateReport:
         artifacts_dir=artifacts.artifacts_dir,
     )
     if artifacts.status == "skipped":
-        return GateReport(**base, status="SKIPPED", reason=artifacts.reason,
+        return TargetGates(**base, status="SKIPPED", reason=artifacts.reason,
                           gates=[GateResult(name="compiled", status="SKIPPED", detail=artifacts.reason or "")])
     if artifacts.status == "error":
-        return GateReport(**base, status="FAIL", reason="compile failed",
+        return TargetGates(**base, status="FAIL", reason="compile failed",
                           gates=[GateResult(name="compiled", status="FAIL", detail=(artifacts.reason or "")[-3000:])])
     kernels = artifacts.kernels
     if spec.kernel:
         kernels = [k for k in kernels if re.search(spec.kernel, k.kernel)]
     if not kernels:
         names = [k.kernel for k in artifacts.kernels]
-        return GateReport(**base, status="FAIL", reason=f"no kernel matches {spec.kernel!r} in {names}",
+        return TargetGates(**base, status="FAIL", reason=f"no kernel matches {spec.kernel!r} in {names}",
                           gates=[GateResult(name="compiled", status="FAIL", detail=f"kernels: {names}")])
     results = [GateResult(name="compiled", status="PASS", detail=f"{len(kernels)} kernel(s): {[k.kernel for k in kernels]}")]
     for k in kernels:
@@ -370,7 +370,7 @@ def run_gates(artifacts: "CompileArtifacts", spec: GateSpec) -> GateReport:
         for name, n in _isa.mfma_kinds(_isa.kernel_body(k.isa, k.kernel) or k.isa).items():
             mfma[name] = mfma.get(name, 0) + n
     status = "FAIL" if any(g.status == "FAIL" for g in gates) else "PASS"
-    return GateReport(
+    return TargetGates(
         **base,
         status=status,
         gates=gates,

@@ -1,4 +1,4 @@
-"""Render GateReports for people (text) and tools (JSON), and the ``check-kernel`` command.
+"""Render TargetGates for people (text) and tools (JSON), and the ``check-kernel`` command.
 
 ``check_kernel_command`` is what ``skill-server check-kernel CARD [--target NAME] [--json]``
 calls; it returns the process exit code:
@@ -15,13 +15,13 @@ import sys
 from typing import TextIO
 
 from verifiers.gfx950.check import check_kernel
-from verifiers.gfx950.gates import GateReport
+from verifiers.gfx950.gates import TargetGates
 from verifiers.gfx950.targets import NoTargetsError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_SKIPPED = 0, 1, 2, 3
 
 
-def render_text(reports: list[GateReport], *, verbose: bool = False) -> str:
+def render_text(reports: list[TargetGates], *, verbose: bool = False) -> str:
     """One block per target: verdict, resources, occupancy, then each gate."""
     lines: list[str] = []
     for r in reports:
@@ -56,11 +56,11 @@ def render_text(reports: list[GateReport], *, verbose: bool = False) -> str:
     return "\n".join(lines)
 
 
-def render_json(reports: list[GateReport]) -> str:
+def render_json(reports: list[TargetGates]) -> str:
     return json.dumps([r.model_dump(mode="json") for r in reports], indent=1)
 
 
-def exit_code(reports: list[GateReport]) -> int:
+def exit_code(reports: list[TargetGates]) -> int:
     if any(r.status == "SKIPPED" for r in reports):
         return EXIT_SKIPPED
     return EXIT_OK if all(r.ok for r in reports) else EXIT_FAIL

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 LOADED_CORES = 0.5
 
 
-class BoxLoadReport(BaseModel):
+class BoxLoadReading(BaseModel):
     seconds: float
     cores: int
     foreign_cores: float  # CPU time of processes outside the verifier / wall time
@@ -97,7 +97,7 @@ class BoxLoad:
         self._busy0 = _busy_ticks()
         self._table0 = _scan()
 
-    def report(self) -> BoxLoadReport | None:
+    def reading(self) -> BoxLoadReading | None:
         busy1, table1 = _busy_ticks(), _scan()
         seconds = time.monotonic() - self._t0
         if self._busy0 is None or busy1 is None or seconds <= 0:
@@ -122,5 +122,5 @@ class BoxLoad:
                 deltas.append((d, f"pid {pid} ({comm}): {d:.2f} cores"))
         deltas.sort(reverse=True)
         cores = os.cpu_count() or 1
-        return BoxLoadReport(seconds=round(seconds, 2), cores=cores, foreign_cores=round(foreign, 3),
+        return BoxLoadReading(seconds=round(seconds, 2), cores=cores, foreign_cores=round(foreign, 3),
                              loaded=foreign >= LOADED_CORES, busiest=[text for _, text in deltas[:5]])

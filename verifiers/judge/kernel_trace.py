@@ -38,6 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from trace_readers import read_trace
+from verifiers.settings import verifier_settings
 
 CALL_PREFIX = "verifier::call::"
 FLUSH_PREFIX = "verifier::flush::"
@@ -91,10 +92,11 @@ def _read(trace: Any, format: str, detail: bool = False) -> Any:
     """The one reader of each format (``trace_readers``): a path, JSON/CSV text, or (torch
     traces, as tests build them) the parsed document."""
 
+    limit = verifier_settings().profile_max_bytes  # trace_readers reads no environment: the setting goes in
     if isinstance(trace, (str, Path)) and not (isinstance(trace, str) and trace.lstrip()[:1] in ("{", "[")):
-        return read_trace(path=trace, format=format, detail=detail)
+        return read_trace(path=trace, format=format, detail=detail, max_bytes=limit)
     content = trace if isinstance(trace, (str, bytes)) else json.dumps(trace)
-    return read_trace(content=content, format=format, detail=detail)
+    return read_trace(content=content, format=format, detail=detail, max_bytes=limit)
 
 
 def _window(ranges: tuple[str, ...]) -> tuple[Any, Any]:

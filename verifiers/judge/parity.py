@@ -94,7 +94,7 @@ def rules_from(
     )
 
 
-def judge(rules: ParityRules, cand: OutputMetrics, base: OutputMetrics, eps: float, who: str = "candidate") -> list[str]:
+def parity_failures(rules: ParityRules, cand: OutputMetrics, base: OutputMetrics, eps: float, who: str = "candidate") -> list[str]:
     """Every rule the candidate's figures break (empty: parity holds for this output)."""
     bad: list[str] = []
     if cand.nonfinite:
@@ -329,15 +329,15 @@ def _candidate_runs(case: ParityCase, session: "Session", arm: "Arm", plan: Case
         eps = output_eps(c1)
         comp = OutputComparison(output=name, oracle=ref.oracle[name], candidate=m1, candidate_run2=m2, baseline=mb,
                                 runs_agree=agree, run_disagreements=differing)
-        comp.failures += judge(rules, m1, mb, eps, "candidate run 1")
-        comp.failures += [f for f in judge(rules, m2, mb, eps, "candidate run 2") if f not in comp.failures]
+        comp.failures += parity_failures(rules, m1, mb, eps, "candidate run 1")
+        comp.failures += [f for f in parity_failures(rules, m2, mb, eps, "candidate run 2") if f not in comp.failures]
         if not agree:
             tol = ("bitwise" if rules.determinism_atol == 0.0 and rules.determinism_rtol == 0.0
                    else f"atol={rules.determinism_atol}, rtol={rules.determinism_rtol}")
             comp.failures.append(
                 f"the two candidate runs disagree on {differing} elements ({tol}): reads uninitialised or "
                 "leftover memory, or is nondeterministic beyond the problem's declared tolerance")
-        comp.baseline_failures = judge(rules.model_copy(update={"max_rel_l2_ratio": math.inf}), mb, mb, eps, "baseline")
+        comp.baseline_failures = parity_failures(rules.model_copy(update={"max_rel_l2_ratio": math.inf}), mb, mb, eps, "baseline")
         if comp.baseline_failures:
             case.notes.append(f"baseline arm itself misses the parity rules on {name!r}: " + "; ".join(comp.baseline_failures))
         case.failures += [f"{name}: {f}" for f in comp.failures]

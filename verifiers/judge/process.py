@@ -15,8 +15,9 @@ never the candidate), makes itself a child subreaper, and starts the arm process
 3. per visible shape: the baseline's parity references (every case, hidden shapes'
    cases included), then A's warm-up, timer floor and the A/A control -- all while no
    candidate process exists; then a fresh candidate process C: its parity cases
-   (hidden ones interleaved), the A/B rounds, then profiling of A and C (last, so no
-   process is timed after it ran the profiler); then C exits.
+   (hidden ones interleaved), the A/B rounds, then profiling of C; then C exits. The
+   baseline A is profiled once, after the last shape's A/B rounds, at every shape, side by
+   side with the last shape's C (so no process is timed after it ran the profiler).
 
 Nothing in an arm's argv or environment says which case is hidden or what the secret
 seed is: the arms get buffers and ``build`` / ``call`` commands, nothing else. The
@@ -49,7 +50,7 @@ from verifiers.ipc import channel
 from verifiers.ipc.job import JudgeJob
 from verifiers.judge.blame import Blame
 from verifiers.judge.parity import baseline_ref, candidate_case, plan_for, rules_from, summarize
-from verifiers.judge.profiling import candidate_signature, judge_traces, profile
+from verifiers.judge.profiling import candidate_signature, judge_traces, profile_arms
 from verifiers.judge.session import Arm, Session, TreeWatch
 from verifiers.judge.timing import TimingStage
 from verifiers.launch import files, procwatch
@@ -174,7 +175,7 @@ class Judge:
 
     # -- the run ---------------------------------------------------------------------
     def run(self) -> list[ShapeReport]:
-        t_start = time.perf_counter()
+        t_start = self.t_start = time.perf_counter()
         job = self.job
         self.sandbox = sandbox.support()
         self.require_sandbox = job.options.require_sandbox or sandbox.required()
@@ -359,8 +360,13 @@ class Judge:
                 for label in self.reports:
                     self.stage(label, "timing", "ERROR", f"the second baseline process could not be loaded: {exc.reason}")
         hidden_labels = [lbl for lbl, _ in self.hidden]
+        self.started_s = time.perf_counter() - self.t_start
+        self.pending_profiles: dict[str, tuple[Any, Any, float]] = {}  # label -> (session, candidate records, t)
+        self.profile_gen = None
         for i, label in enumerate(self.labels):
             self._shape(label, hidden_labels if i == 0 else [])
+        if self.pending_profiles:  # the last shape's candidate never reached profiling
+            self._baseline_profiles(self.profile_gen)
         for label in hidden_labels:
             for name in HIDDEN_ONLY_STAGES:
                 self.stage(label, name, "SKIPPED", "hidden shape: parity only")
@@ -441,8 +447,13 @@ class Judge:
         gen = torch.Generator().manual_seed(self.rng.getrandbits(63))
         plans = plan_for(self.problem, [label] + hidden_labels, self.seeds, self.secret, self.rng)
         t = time.perf_counter()
+        phases = self.reports[label].phase_seconds
+        if label == self.labels[0]:
+            phases["start"] = round(getattr(self, "started_s", 0.0), 3)
         self.progress.step(f"{label}: baseline references for {len(plans)} parity cases (no candidate process)")
         refs = {p.key: baseline_ref(sessions[p.label], self.a, p, self.rules) for p in plans}
+        phases["baseline_refs"] = round(time.perf_counter() - t, 3)
+        t_solo = time.perf_counter()
         solo = None
         timing_stage = None
         if self.timed and self.a2 is not None and any(r.error is None for r in refs.values()):
@@ -456,10 +467,13 @@ class Judge:
                 self.stage(label, "timing", exc.status, f"before the candidate started: {exc.reason}")
         for blame in self.watch.check():
             self.reports[label].integrity_changes.append(blame.reason)
+        phases["solo"] = round(time.perf_counter() - t_solo, 3)
         # -- the candidate
         self.progress.step(f"{label}: starting the candidate")
+        t_cand = time.perf_counter()
         try:
             cand = self.start_arm(f"candidate {self.spec.label}", "candidate", False, self._builder(), opts.profile)
+            phases["candidate_start"] = round(time.perf_counter() - t_cand, 3)
         except Blame as exc:
             for lbl in [label] + hidden_labels:
                 self.stage(lbl, "load", "FAIL", exc.reason)
@@ -487,11 +501,13 @@ class Judge:
     def _candidate_phase(self, label, hidden_labels, sessions, plans, refs, cand, solo, timing_stage, gen, t) -> None:
         opts = self.options
         cases: dict[str, list] = {lbl: [] for lbl in [label] + hidden_labels}
+        t_parity = time.perf_counter()
         for p in plans:
             self.progress.step(f"parity case {len(sum(cases.values(), [])) + 1}/{len(plans)}")
             cases[p.label].append(candidate_case(sessions[p.label], cand, p, refs[p.key], self.rules, opts.settle_ms / 1e3))
         for blame in self.watch.check():
             self.reports[label].integrity_changes.append(blame.reason)
+        self.reports[label].phase_seconds["candidate_parity"] = round(time.perf_counter() - t_parity, 3)
         if len(self.seeds) < 4 and self.no_timing is None:
             self.flag(label, "few_seeds", "warn", f"{len(self.seeds)} visible parity seeds (at least 4 recommended)")
         elif len(self.seeds) < 4:  # the emulated platform's lean plan (Problem.emulation), by design
@@ -531,24 +547,78 @@ class Judge:
         elif self.reports[label].integrity_changes:
             self.skip_rest([label], "an arm started a process", ("signature", "segment"))
         else:
+            self.profile_gen = gen
             self._profile(label, sessions[label], cand, gen)
 
     def _profile(self, label: str, session: Any, cand: Any, gen: Any) -> None:
+        """The candidate is profiled now (its process ends with its shape). The baseline is
+        profiled once, after the last shape's A/B rounds, at every shape that needs it, side by
+        side with the last shape's candidate: A is timed at every shape, and no process is timed
+        after it ran the profiler."""
         t = time.perf_counter()
-        self.progress.step(f"{label}: profiling both arms (outside the timed loop)")
+        self.progress.step(f"{label}: profiling {'both arms' if label == self.labels[-1] else 'the candidate'} "
+                           "(outside the timed loop)")
         opts = self.options
-        try:  # the arm not being profiled is suspended
-            cand.handle.suspend()
-            base_records = profile(session, self.a, opts.profile_calls, self.rules.rtol, self.rules.atol, gen)
-            self.a.handle.suspend()
-            cand_records = profile(session, cand, opts.profile_calls, self.rules.rtol, self.rules.atol, gen)
+        if label != self.labels[-1]:
+            try:
+                (cand_records,), phases = profile_arms([(cand, session)], opts.profile_calls, self.rules.rtol,
+                                                       self.rules.atol, gen)
+            except Blame as exc:
+                self._profile_failed(label, exc, t)
+                return
+            self.reports[label].phase_seconds.update(phases)
+            self.pending_profiles[label] = (session, cand_records, t)
+            return
+        pending, self.pending_profiles = self.pending_profiles, {}
+        for earlier, _, _ in pending.values():
+            earlier.deadline = time.monotonic() + opts.time_limit_s  # its own shape's limit ran out meanwhile
+        jobs = [(self.a, earlier) for earlier, _, _ in pending.values()] + [(self.a, session), (cand, session)]
+        try:  # the profiler starts and stops in both arms at once; each arm's calls run with the other suspended
+            records, phases = profile_arms(jobs, opts.profile_calls, self.rules.rtol, self.rules.atol, gen)
         except Blame as exc:
-            self.stage(label, "signature", exc.status, exc.reason, time.perf_counter() - t)
-            self.stage(label, "segment", "SKIPPED", "profiling failed")
+            self._profile_failed(label, exc, t)
+            if exc.arm is cand:  # the candidate's fault is its shape's; the baseline's other shapes still count
+                self.pending_profiles = pending
+                self._baseline_profiles(gen)
+            else:
+                for lbl, (_, _, t_lbl) in pending.items():
+                    self._profile_failed(lbl, exc, t_lbl)
             return
         finally:
             if self.a.handle.alive:
                 self.a.handle.suspend()
+        self.reports[label].phase_seconds.update(phases)
+        for (lbl, (_, cand_records, t_lbl)), base_records in zip(pending.items(), records):
+            self._judge_profile(lbl, base_records, cand_records, t_lbl)
+        self._judge_profile(label, records[-2], records[-1], t)
+
+    def _baseline_profiles(self, gen: Any) -> None:
+        """The baseline's profile for the shapes still waiting for it (the last shape's
+        candidate never reached profiling), once every shape was timed."""
+        pending, self.pending_profiles = self.pending_profiles, {}
+        if not pending:
+            return
+        for earlier, _, _ in pending.values():
+            earlier.deadline = time.monotonic() + self.options.time_limit_s
+        try:
+            records, _ = profile_arms([(self.a, earlier) for earlier, _, _ in pending.values()],
+                                      self.options.profile_calls, self.rules.rtol, self.rules.atol, gen)
+        except Blame as exc:
+            for lbl, (_, _, t_lbl) in pending.items():
+                self._profile_failed(lbl, exc, t_lbl)
+            return
+        finally:
+            if self.a.handle.alive:
+                self.a.handle.suspend()
+        for (lbl, (_, cand_records, t_lbl)), base_records in zip(pending.items(), records):
+            self._judge_profile(lbl, base_records, cand_records, t_lbl)
+
+    def _profile_failed(self, label: str, exc: Blame, t: float) -> None:
+        self.stage(label, "signature", exc.status, exc.reason, time.perf_counter() - t)
+        self.stage(label, "segment", "SKIPPED", "profiling failed")
+
+    def _judge_profile(self, label: str, base_records: Any, cand_records: Any, t: float) -> None:
+        opts = self.options
         spec = candidate_signature(self.problem, opts, self.base_arm, self.spec.target if self.spec.kind == "arm" else None,
                                    self.is_aa)
         out = judge_traces(self.problem, opts, self.base_arm, spec, base_records, cand_records, self.spec.label,
@@ -582,6 +652,7 @@ class Judge:
             result.bound = bound
             self.reports[label].bound = bound
         self.reports[label].timing = result
+        self.reports[label].phase_seconds["timing"] = round(time.perf_counter() - t, 3)
         for note in result.notes:
             self.flag(label, "timing_note", "warn", note)
         for n in result.neighbours:

@@ -12,11 +12,14 @@ that one is held to account by the checked calls and the timing.
 """
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from verifiers.arms.handle import ArmFailure
 from verifiers.judge import checks, signature as sig
 from verifiers.judge.blame import Blame
 from verifiers.judge.kernel_trace import KernelRecord, from_rocprofv3_csv
@@ -27,7 +30,7 @@ from verifiers.problem import SignatureSpec
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-    from verifiers.judge.session import Arm, Session
+    from verifiers.judge.session import Arm, BoundSet, Session
     from verifiers.options import VerifyOptions
     from verifiers.problem import ArmSpec, Problem
 
@@ -38,30 +41,112 @@ WARM_CALLS = 2
 def profile(session: "Session", arm: "Arm", calls: int, rtol: float, atol: float,
             generator: "torch.Generator") -> list[KernelRecord]:
     """``calls`` checked, profiled calls of ``arm``; its kernel records (names normalised)."""
+    return profile_arms([(arm, session)], calls, rtol, atol, generator)[0][0]
 
-    bound = session.bind(arm, session.values_for(session.fresh_seed()))
-    pool = checks.SampleChecks(rtol, atol)
+
+def profile_arms(jobs: list[tuple["Arm", "Session"]], calls: int, rtol: float, atol: float,
+                 generator: "torch.Generator") -> tuple[list[list[KernelRecord]], dict[str, float]]:
+    """Profile each job (an arm at a shape's session): ``calls`` checked, profiled calls each;
+    the kernel records per job, and where the time went (seconds per phase).
+
+    One profiler session per arm process covers all of that arm's jobs (the baseline is
+    profiled once, at every shape, after the last shape's timing). The profiler's own start
+    (loading CUPTI and enabling its activity records, seconds on a GPU) and stop (flushing and
+    exporting the trace) are host work inside each arm's process, and nothing is measured while
+    they run: the arms do them side by side, so a verdict pays them once rather than once per
+    arm. The profiled calls themselves run one arm at a time with every other arm suspended;
+    every one of them is checked like a timed call."""
+    arms = list({id(arm): arm for arm, _ in jobs}.values())
+    last = jobs[-1][1]
+    t0 = time.perf_counter()
+    bounds: list[Any] = []
+    offsets: list[int] = []  # the first call number of each job in its arm's profiler session
+    seen: dict[int, int] = {}
     try:
-        for i in range(WARM_CALLS + calls):
-            profiled = i >= WARM_CALLS
-            if i == WARM_CALLS:
-                session.request(arm, {"op": "profile_start"})
-            session.prepare(bound)
-            session.request(arm, {"op": "pcall", "id": bound.id, "i": i - WARM_CALLS} if profiled
-                            else {"op": "call", "id": bound.id})
-            problems = session.check_call(session.record(bound, session.read_samples(bound, generator)), pool)
-            if problems:
-                raise Blame(f"{arm.label}: {'profiled' if profiled else 'warm-up'} call: " + "; ".join(problems[:3]), arm)
-        reply = session.request(arm, {"op": "profile_stop"}, timeout_s=session.timeout(300.0))
+        for arm, session in jobs:  # each job's buffers, built and warmed with no profiler running anywhere
+            _suspend_others(arms, arm)
+            bound = session.bind(arm, session.values_for(session.fresh_seed()))
+            bounds.append(bound)
+            offsets.append(seen.get(id(arm), 0))
+            seen[id(arm)] = offsets[-1] + calls
+            for _ in range(WARM_CALLS):
+                _checked_call(session, bound, {"op": "call", "id": bound.id}, "warm-up", generator, rtol, atol)
+        t1 = time.perf_counter()
+        _all(last, arms, {"op": "profile_start"}, last.timeout(300.0))
+        t2 = time.perf_counter()
+        for (arm, session), bound, first in zip(jobs, bounds, offsets):
+            _suspend_others(arms, arm)
+            for i in range(calls):
+                _checked_call(session, bound, {"op": "pcall", "id": bound.id, "i": first + i}, "profiled", generator,
+                              rtol, atol)
+        t3 = time.perf_counter()
+        replies = _all(last, arms, {"op": "profile_stop"}, last.timeout(300.0))
+        t4 = time.perf_counter()
     finally:
-        session.release(bound)
-    raw = reply.get("records")
-    if not isinstance(raw, list) or len(raw) > MAX_RECORDS:
-        raise Blame(f"{arm.label}: the profile reply holds no usable record list", arm)
-    try:
-        return [KernelRecord.model_validate(r).normalised() for r in raw]
-    except ValidationError as exc:
-        raise Blame(f"{arm.label}: malformed kernel records: {exc.errors()[0].get('msg', exc)}", arm) from None
+        for (_, session), bound in zip(jobs, bounds):
+            session.release(bound)
+    records: dict[int, list[KernelRecord]] = {}
+    for arm, reply in zip(arms, replies):
+        raw = reply.get("records")
+        if not isinstance(raw, list) or len(raw) > MAX_RECORDS:
+            raise Blame(f"{arm.label}: the profile reply holds no usable record list", arm)
+        try:
+            records[id(arm)] = [KernelRecord.model_validate(r).normalised() for r in raw]
+        except ValidationError as exc:
+            raise Blame(f"{arm.label}: malformed kernel records: {exc.errors()[0].get('msg', exc)}", arm) from None
+    out = [_job_records(records[id(arm)], first, calls) for (arm, _), first in zip(jobs, offsets)]
+    phases = {"profile_build": t1 - t0, "profile_start": t2 - t1, "profile_calls": t3 - t2, "profile_stop": t4 - t3,
+              "profile_records": time.perf_counter() - t4}
+    return out, {k: round(v, 3) for k, v in phases.items()}
+
+
+def _job_records(records: list[KernelRecord], first: int, calls: int) -> list[KernelRecord]:
+    """One job's share of its arm's trace: the kernels of its calls (renumbered from 0), and
+    every kernel that belongs to no call (launched outside every range: it fails each job's
+    signature, whichever shape it came from)."""
+    out = []
+    for r in records:
+        if r.iteration is None:
+            out.append(r)
+        elif first <= r.iteration < first + calls:
+            out.append(r.model_copy(update={"iteration": r.iteration - first}) if first else r)
+    return out
+
+
+def _suspend_others(arms: list["Arm"], active: "Arm") -> None:
+    for other in arms:
+        if other is not active:
+            try:
+                other.handle.suspend()
+            except ArmFailure as exc:
+                raise Blame(str(exc), other) from None
+
+
+def _checked_call(session: "Session", bound: "BoundSet", message: dict, what: str, generator: "torch.Generator",
+                  rtol: float, atol: float) -> None:
+    """Fresh inputs, poison and flush by the judge (outside the arm's trace), the call, then
+    its inputs and sampled outputs checked against this call's oracle."""
+    session.prepare(bound)
+    session.request(bound.arm, message)
+    problems = session.check_call(session.record(bound, session.read_samples(bound, generator)),
+                                  checks.SampleChecks(rtol, atol))
+    if problems:
+        raise Blame(f"{bound.arm.label}: {what} call: " + "; ".join(problems[:3]), bound.arm)
+
+
+def _all(session: "Session", arms: list["Arm"], message: dict, timeout_s: float) -> list[dict]:
+    """The same request to every arm at once (each on its own socket, from its own thread);
+    the replies in the arms' order. The first arm at fault is blamed, as a lone request would."""
+    if len(arms) == 1:
+        return [session.request(arms[0], dict(message), timeout_s)]
+    with ThreadPoolExecutor(max_workers=len(arms), thread_name_prefix="judge-profile") as pool:
+        futures = [pool.submit(session.request, arm, dict(message), timeout_s) for arm in arms]
+        wait(futures)
+    for future in futures:
+        exc = future.exception()
+        if exc is not None:
+            raise exc
+    return [future.result() for future in futures]
 
 
 def candidate_signature(problem: "Problem", options: "VerifyOptions", base: "ArmSpec", candidate_arm: str | None,

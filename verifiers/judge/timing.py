@@ -43,12 +43,12 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from verifiers.hw.bounds import PhysicalBound
-from verifiers.hw.boxload import BoxLoad, BoxLoadReport
+from verifiers.hw.boxload import BoxLoad, BoxLoadReading
 from verifiers.judge import checks, stats
 from verifiers.judge.blame import Blame
 from verifiers.judge.gate import LATE_GROW, Pad, gated_calls
 from verifiers.judge.metrics import OutputMetrics
-from verifiers.judge.parity import ParityRules, judge, output_eps
+from verifiers.judge.parity import ParityRules, output_eps, parity_failures
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -65,6 +65,8 @@ DRIFT_HARD = 1.0  # ... and beyond this (twice as slow as alone) whatever the ve
 PREP_GAP_MS, PREP_GAP_REL = 0.02, 0.10  # see TimingStage._prep_check
 PREP_NOISE_FACTOR, PREP_AA_REL = 2.0, 0.5
 AA_GAP_FACTOR = 2.0  # the A/B's clock gaps may differ by twice what the A/A's two baseline processes did
+SLOW_CALL_MS = 100.0  # calls at least this slow get blocks of 2 calls by default (see calls_per_block)
+WARMUP_PROBE_CALLS = 3  # the first warm-up batch: its cost per call sizes the next ones
 GROSS = 4.0  # a check failed by more than this x its bound is a FAIL even on a loaded box
 
 
@@ -72,12 +74,14 @@ class TimingConfig(BaseModel):
     rounds: int = Field(12, ge=5)
     aa_rounds: int | None = Field(None, ge=5)
     block_ms: float = Field(20.0, gt=0)
-    min_calls_per_block: int = Field(3, ge=1)
+    min_calls_per_block: int | None = Field(None, ge=1, description="default: 3, or 2 for calls over SLOW_CALL_MS")
     max_calls_per_block: int = Field(500, ge=1)
     warmup_ms: float = Field(25.0, ge=25.0)
     warmup_calls: int = Field(10, ge=10)
     warmup_max_ms: float = Field(3000.0, ge=25.0, description="warm-up ends here even if calls still get faster")
     warmup_steady: float = Field(0.9, gt=0, le=1.0, description="warm until a batch is no faster than this x the last")
+    warmup_batch_ms: float = Field(500.0, gt=0, description="a warm-up batch after the first holds warmup_calls calls "
+                                                            "or this much time of them, whichever is less (slow calls)")
     rotating_sets: int = Field(3, ge=1)
     bootstrap_samples: int = Field(4000, ge=200)
     bootstrap_seed: int = 20261130
@@ -184,7 +188,7 @@ class TimingResult(BaseModel):
     late_calls: dict[str, int] = Field(default_factory=dict)  # gated: calls with host time inside a clock, per arm
     gate_pad_us: float | None = None  # gated: the slack pad at the end of the run
     warm_burst_ms: float = 0.0
-    box_load: "BoxLoadReport | None" = None  # CPU used by processes outside the verifier while the arms were timed
+    box_load: "BoxLoadReading | None" = None  # CPU used by processes outside the verifier while the arms were timed
     flush_bytes: int = 0
     flush_required_bytes: int = 0
     rotating_sets: int = 0
@@ -425,14 +429,21 @@ class TimingStage:
         (after ``warmup_ms`` and ``warmup_calls``; at most ``warmup_max_ms``). A process's first
         calls pay one-off costs (module loads, memory handles, a GPU clocking up from idle:
         5.8 ms per 0.11 ms call in the first batch on the H200), and a block sized on them
-        holds a handful of calls. The figures are the last batch's."""
+        holds a handful of calls. The figures are the last batch's.
+
+        Slow calls (Triton's CPU interpreter: 0.4-1.5 s each) would spend most of a smoke
+        verification warming up, so the first batch holds ``WARMUP_PROBE_CALLS`` calls and
+        each later one ``warmup_calls`` or ``warmup_batch_ms`` worth at the last batch's
+        cost, whichever is fewer; ``warmup_calls`` in all is then enough, or two batches
+        spanning ``warmup_max_ms``. Fast calls warm up as before (batches of ``warmup_calls``)."""
         import time
 
         t0 = time.perf_counter_ns()
         calls: list[CallTiming] = []
         batches: list[float] = []  # each batch's median in-block cost per call
+        size = min(WARMUP_PROBE_CALLS, self.cfg.warmup_calls)
         while True:
-            staged = self._staged(t, self.cfg.warmup_calls)
+            staged = self._staged(t, size)
             t.arm.handle.resume()
             batch = self._calls(t, staged)
             t.arm.handle.suspend()
@@ -440,9 +451,12 @@ class TimingStage:
             calls += batch
             batches.append(_median([c.total_ms for c in batch]))
             elapsed = (time.perf_counter_ns() - t0) / 1e6
-            warm = elapsed >= self.cfg.warmup_ms and len(calls) >= self.cfg.warmup_calls and len(batches) >= 2
+            enough = len(calls) >= self.cfg.warmup_calls or elapsed >= self.cfg.warmup_max_ms
+            warm = elapsed >= self.cfg.warmup_ms and enough and len(batches) >= 2
             if warm and (batches[-1] >= self.cfg.warmup_steady * batches[-2] or elapsed >= self.cfg.warmup_max_ms):
                 break
+            fit = math.ceil(self.cfg.warmup_batch_ms / max(batches[-1], 1e-6))
+            size = int(min(self.cfg.warmup_calls, max(WARMUP_PROBE_CALLS, fit)))
         self.watch.mark_built(t.arm)
         self._watch()
         t.late = t.timed_calls = 0  # a cold process's first calls are late by nature: counted from here
@@ -474,7 +488,10 @@ class TimingStage:
         k = math.ceil(self.cfg.block_ms / slowest)
         if staged_set_bytes > 0:
             k = min(k, self.cfg.stage_bytes // staged_set_bytes)
-        low = max(self.cfg.min_calls_per_block, math.ceil(self.cfg.rotating_sets / 2))
+        fewest = self.cfg.min_calls_per_block
+        if fewest is None:  # a slow call's block is long already; the rounds carry the statistics
+            fewest = 2 if slowest >= SLOW_CALL_MS else 3
+        low = max(fewest, math.ceil(self.cfg.rotating_sets / 2))
         return int(min(max(k, low), max(self.cfg.max_calls_per_block, low)))
 
     def staged_set_bytes(self, t: TimedArm) -> int:
@@ -585,6 +602,14 @@ class TimingStage:
         c = self.setup(c_arm)
         self.say(f"warm-up {c.arm.label}")
         result.warmup.append(self.warmup(c))
+        if self.cfg.min_calls_per_block is None and c.warm is not None and c.warm.wall_per_call_ms >= SLOW_CALL_MS:
+            # a slow candidate (Triton's CPU interpreter) would make each A/B block seconds long;
+            # fewer calls per block only widen the A/B's own interval, so this favours no verdict
+            k_slow = self.calls_per_block([c.warm.wall_per_call_ms], self.staged_set_bytes(a))
+            if k_slow < k:
+                result.notes.append(f"A/B: {k_slow} calls per block, not the A/A's {k}: the candidate's call takes "
+                                    f"{c.warm.wall_per_call_ms:.0f} ms")
+                k = k_slow
         offset = self.cfg.aa_rounds or self.cfg.rounds
         self.say(f"A/B: {self.cfg.rounds} rounds x 4 blocks x {k} calls")
         a_side: TimedArm | list[TimedArm] = a
@@ -635,7 +660,7 @@ class TimingStage:
         a FAIL into INCONCLUSIVE grants no verdict, so a candidate gains nothing by it; and
         nothing it does raises the measured load (its processes are in the judge's tree)."""
         if self.box is not None:
-            result.box_load = self.box.report()
+            result.box_load = self.box.reading()
         if self.gated:
             assert self.pad is not None
             result.late_calls = {t.arm.label: t.late for t in arms}
@@ -679,7 +704,7 @@ class TimingStage:
                     allowed = math.ceil(self.rules.max_mismatch * m.numel / max(outputs[name].numel(), 1))
                     sampled_rules = self.rules.model_copy(update={"max_mismatch": max(allowed, 2 * ref.mismatches)})
                     entry.failures += [f"{name}: {f}" for f in
-                                       judge(sampled_rules, m, ref, output_eps(outputs[name]), "timed calls (sampled)")]
+                                       parity_failures(sampled_rules, m, ref, output_eps(outputs[name]), "timed calls (sampled)")]
                 result.failures += [f"{t.arm.label}: {f}" for f in entry.failures]
             result.sampled.append(entry)
 

@@ -67,7 +67,7 @@ class Template:
 
     def __init__(self, key: tuple, sys_path: list[str], env: dict[str, str]) -> None:
         self.key, self.active = key, set()
-        self.prefix = bytecode.CACHE.fresh_prefix()
+        self.prefix = bytecode.CACHE.fresh_prefix(private=True)
         self.log: deque[str] = deque(maxlen=50)
         self.lock = threading.Lock()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -87,6 +87,9 @@ class Template:
         if not hello.get("ok"):
             self.close()
             raise OSError(f"the judge template did not start: {hello}")
+        # the template imported torch and the harness and runs no job: what it compiled is
+        # trusted bytecode (the judges it forks get prefixes of their own)
+        bytecode.CACHE.merge(self.prefix, bytecode.tree_digests(self.prefix))
         self.pid = self.proc.pid
         self.sched = procwatch.sched_profile(self.pid)
 

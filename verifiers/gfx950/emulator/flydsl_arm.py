@@ -27,7 +27,7 @@ from verifiers.gfx950.emulator.flydsl_host import HostFunction
 from verifiers.gfx950.emulator.report import LaunchReport
 from verifiers.gfx950.targets import load_targets
 from verifiers.judge.metrics import output_metrics
-from verifiers.judge.parity import judge, output_eps, rules_from
+from verifiers.judge.parity import output_eps, parity_failures, rules_from
 from verifiers.problem import load_problem
 
 
@@ -155,7 +155,7 @@ def run_emulated_parity(folder: str, name: str, seed: int = 0, dims: dict[str, i
         for key, ref in oracle.items():
             cand = output_metrics(outputs[key], ref, rules.rtol, rules.atol)
             base = output_metrics(base_outputs[key], ref, rules.rtol, rules.atol)
-            failures += judge(rules, cand, base, output_eps(outputs[key]), who=f"{arm.arm} (emulated) {key}")
+            failures += parity_failures(rules, cand, base, output_eps(outputs[key]), who=f"{arm.arm} (emulated) {key}")
             metrics[key] = cand.model_dump()
             base_metrics[key] = base.model_dump()
     launches = [r for k in build.kernels.values() for r in k.reports]

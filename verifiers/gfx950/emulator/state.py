@@ -287,6 +287,13 @@ class Wave:
             if self.pending_v and any(r in self.pending_v for r in range(op.index, op.index + dwords)):
                 pois[:] = POISON
             return vals, pois
+        if isinstance(op, Reg) and dwords > 1:
+            # An SGPR pair source of a packed-f32 VOP3P op (s[n:n+1]) is read as two dwords that
+            # op_sel / op_sel_hi pick from separately (LLVM broadcasts s[n] with op_sel_hi 0 and
+            # leaves s[n+1] unwritten): each dword keeps its own poison, as a VGPR pair's does.
+            rows = [POISON if self.sp[op.index + k] or (self.pending_s and op.index + k in self.pending_s) else 0
+                    for k in range(dwords)]
+            return vals, np.array(rows, dtype=np.uint8)[:, None].repeat(LANES, axis=1)
         return vals, np.broadcast_to(p, (dwords, LANES))
 
     def vwrite(self, op_or_index, values: np.ndarray, poison: np.ndarray, mask: np.ndarray | None = None) -> None:  # noqa: ANN001
