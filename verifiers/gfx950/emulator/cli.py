@@ -56,7 +56,8 @@ def emulate_command(folder: str, *, as_json: bool = False, arm: str | None = Non
     t0 = time.perf_counter()
     for name in arms:
         try:
-            results.append(run_emulated_parity(folder, name, dims=dims))
+            results.append(run_emulated_parity(folder, name) if dims is None else
+                           run_emulated_parity(folder, name, dims=dims))
         except EmulatorError as exc:
             errors[name] = str(exc)
     seconds = time.perf_counter() - t0
