@@ -108,9 +108,10 @@ outstanding-load record per wave). `after2`: the second pass (one shared record 
 lot per batched load, uniform `s_waitcnt` landing, in-flight register counts per batch,
 dword-view gathers, batched sub-dword LDS writes and bf16 packing, the fma tie prefilter).
 The `_quiet` runs and `after_full` ran when the 2-core machine was otherwise idle (load
-average below 2); the `after2_*` runs ran while other sessions shared it (load average
-about 3-4 at their start: each process got roughly half a core to two thirds of one), so
-they understate a quiet box; the other unlabelled pairs ran at load 3.5-7. The before
+average below 2); the final `after2_*` runs started at load average 2.6-2.9 (one other
+session's process on the machine: they had about one core), so they are close to, not
+at, a quiet box (an earlier `after2_m256` at load 1.0 read 156,692/s, a `*_full` at load
+0.1-1.0 148.8 s before the last MFMA change); the pairs without a suffix ran at load 3.5-7. The before
 engine runs one wave at a time, so its rate does not depend on M and its card-shape time
 is extrapolated from M=64 (every workgroup runs the same instructions); the lockstep
 engine batches up to 128 waves, which the card shape (512 workgroups) always fills, as
