@@ -56,8 +56,8 @@ def blockscale_deepk(m: int) -> dict:
 
     from verifiers.gfx950.compile import compile_targets
     from verifiers.gfx950.emulator.flydsl_arm import EmulatedKernel
-    from verifiers.metrics import output_metrics
-    from verifiers.parity import judge, output_eps, rules_from
+    from verifiers.judge.metrics import output_metrics
+    from verifiers.judge.parity import output_eps, parity_failures, rules_from
     from verifiers.problem import load_problem
 
     art = compile_targets(FOLDER, [DEEPK_TARGET])[DEEPK_TARGET]
@@ -89,7 +89,7 @@ def blockscale_deepk(m: int) -> dict:
     with torch.no_grad():
         for key, ref in oracle.items():
             cand = output_metrics(outputs[key], ref, rules.rtol, rules.atol)
-            failures += judge(rules, cand, cand, output_eps(outputs[key]), who=f"emulated {key}")
+            failures += parity_failures(rules, cand, cand, output_eps(outputs[key]), who=f"emulated {key}")
             cosine[key] = cand.cosine
     out = _rates(report, 2.0 * m * dims["N"] * dims["K"], seconds)
     per_group = seconds / report.workgroups
@@ -103,15 +103,20 @@ def blockscale_deepk(m: int) -> dict:
 
 INTRO = """\
 `before`: the one-wave-at-a-time emulator of main 08d2aec (`git archive 08d2aec`, this script
-copied in, run from there); `after`: this branch's lockstep executor. The `_quiet` runs and
-`after_full` ran when the 2-core machine was otherwise idle (load average below 2); the other
-pairs ran back to back while other sessions' work shared it (load 3.5-7: each process got
-about a third of a core, so compare ratios, not absolute figures, across the two groups).
-The before engine runs one wave at a time, so its rate does not depend on M and its
-card-shape time is extrapolated from M=64 (every workgroup runs the same instructions); the
-lockstep engine batches up to 128 waves, which the card shape (512 workgroups) always fills,
-as M=256 does. `after_full` is the card's 4096x2048x7168 measured end to end (the card's
-launcher, the emulated kernel, parity against the problem's oracle).
+copied in, run from there). `after`: the first lockstep executor (batches of 128 waves, one
+outstanding-load record per wave). `after2`: the second pass (one shared record and data
+lot per batched load, uniform `s_waitcnt` landing, in-flight register counts per batch,
+dword-view gathers, batched sub-dword LDS writes and bf16 packing, the fma tie prefilter).
+The `_quiet` runs and `after_full` ran when the 2-core machine was otherwise idle (load
+average below 2); the final `after2_*` runs started at load average 2.6-2.9 (one other
+session's process on the machine: they had about one core), so they are close to, not
+at, a quiet box (an earlier `after2_m256` at load 1.0 read 156,692/s, a `*_full` at load
+0.1-1.0 148.8 s before the last MFMA change); the pairs without a suffix ran at load 3.5-7. The before
+engine runs one wave at a time, so its rate does not depend on M and its card-shape time
+is extrapolated from M=64 (every workgroup runs the same instructions); the lockstep
+engine batches up to 128 waves, which the card shape (512 workgroups) always fills, as
+M=256 does. `*_full` is the card's 4096x2048x7168 measured end to end (the card's launcher,
+the emulated kernel, parity against the problem's oracle).
 
 """
 

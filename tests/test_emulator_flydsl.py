@@ -144,3 +144,39 @@ def test_emulate_command_reports_a_wrong_expectation(capsys, monkeypatch):
     rc = emulate_command("flydsl_mxfp8_8wave_gemm", arm="real_2x2")
     out = capsys.readouterr().out
     assert rc == 1 and "NOT AS EXPECTED" in out
+
+
+def test_emulate_full_runs_the_real_shape_kernel(capsys):
+    """``check-kernel --emulate --full`` runs the FULL_EMULATED_ARMS (the card's deep-K kernel
+    compiled for the problem's N=2048, K=7168, its whole 56-tile K loop); here at M=64 (M is a
+    runtime argument: the same code, 8 of the 512 workgroups) so the test stays cheap. The
+    card shape itself is measured in bench/emulator_speed.py."""
+    import json
+
+    from verifiers.gfx950.emulator.cli import emulate_command
+    from verifiers.gfx950.targets import load_targets
+
+    full = load_targets("flydsl_fp8_blockscale_gemm").full
+    assert [dict(a.dims) for a in full] == [{"M": 4096, "N": 2048, "K": 7168}]
+    rc = emulate_command("flydsl_fp8_blockscale_gemm", full=True, as_json=True, dims={"M": 64, "N": 2048, "K": 7168})
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0, doc
+    assert doc["full"] and doc["seconds"] > 0 and not doc["errors"]
+    (arm,) = doc["arms"]
+    assert arm["emulated_arm"] == "full_deepk" and arm["parity_holds"] and arm["dims"] == {"M": 64, "N": 2048, "K": 7168}
+    (launch,) = arm["launches"]
+    assert launch["workgroups"] == 8 and launch["instructions"] > 300_000  # the K loop ran, not a toy shape
+
+
+def test_emulate_full_refuses_bad_use(capsys):
+    """--full without --emulate, a folder without FULL_EMULATED_ARMS, dims that do not name the
+    problem's dims: clear messages and exit codes, no traceback."""
+    from skill_server.cli.entry import main
+    from verifiers.gfx950.emulator.cli import emulate_command
+
+    assert main(["check-kernel", "flydsl_fp8_blockscale_gemm", "--full"]) == 2
+    assert "--full applies to --emulate" in capsys.readouterr().err
+    assert emulate_command("flydsl_mxfp8_8wave_gemm", full=True) == 2
+    assert "declares no FULL_EMULATED_ARMS" in capsys.readouterr().err
+    assert emulate_command("flydsl_fp8_blockscale_gemm", full=True, dims={"M": 64}) == 1
+    assert "dims {'M': 64} must give a positive int for each of ['K', 'M', 'N']" in capsys.readouterr().out

@@ -90,3 +90,106 @@ def test_pure_ops_batch_only_when_rows_agree():
     assert pure_batched("v_add_u32") is not None
     assert pure_batched("v_fma_f32") is not None
     assert pure_batched("v_bcnt_u32_b32") is None  # lane loop: per-wave only
+
+
+def _blockscale_arm(monkeypatch, lockstep: str, arm: str = "sync_loop"):  # noqa: ANN202
+    """The block-scale card's FlyDSL arm ``arm`` on the emulator: (outputs, launch reports)."""
+    from verifiers.gfx950.emulator.flydsl_arm import emulated_builder
+    from verifiers.gfx950.targets import load_targets
+    from verifiers.problem import load_problem
+
+    folder = "flydsl_fp8_blockscale_gemm"
+    monkeypatch.setenv("SKILL_SERVER_EMULATOR_LOCKSTEP", lockstep)
+    problem = load_problem(folder)
+    dims = dict(load_targets(folder).emulated_arm(arm).dims)
+    inputs = problem.make_inputs(dims, 0, "cpu")
+    outputs = problem.make_outputs(dims, "cpu")
+    build = emulated_builder(folder, arm)
+    build(inputs, outputs)()
+    return outputs, [r for k in build.kernels.values() for r in k.reports]
+
+
+def test_lockstep_matches_one_wave_on_the_blockscale_flydsl_kernel(monkeypatch):
+    """The card's register-staged K loop (the deep-K kernel's structure) and its bf16 cshuffle
+    epilogue: bit-identical outputs, counts and hazards in both executors, with the LDS
+    sub-dword writes, bf16 packing and the uniform s_waitcnt landing really batched."""
+    import torch
+
+    from tests.emulator_support import require_flydsl_toolchain
+    from verifiers.gfx950.emulator.ops import batched as B
+    from verifiers.gfx950.emulator.ops import flow
+
+    require_flydsl_toolchain()
+    fresh_programs(monkeypatch)
+    o0, r0 = _blockscale_arm(monkeypatch, "0")
+    calls: dict = {}
+    for name in ("ds_write_b16", "v_cvt_pk_bf16_f32"):
+        per_wave, fn = B.BATCHED[name]
+
+        def counted(waves, ins, fn=fn):  # noqa: ANN001
+            ok = fn(waves, ins)
+            calls[ins.mnemonic] = calls.get(ins.mnemonic, 0) + ok * len(waves)
+            return ok
+
+        monkeypatch.setitem(B.BATCHED, name, (per_wave, counted))
+    uniform = flow._uniform_wait
+    landed = []
+
+    def counted_wait(waves, vm, lgkm):  # noqa: ANN001, ANN202
+        ok = uniform(waves, vm, lgkm)
+        landed.append(ok)
+        return ok
+
+    monkeypatch.setattr(flow, "_uniform_wait", counted_wait)
+    fresh_programs(monkeypatch)
+    o1, r1 = _blockscale_arm(monkeypatch, "1")
+    for k in o0:
+        assert torch.equal(o0[k].view(torch.uint8), o1[k].view(torch.uint8)), f"output {k} differs"
+    assert [r.instructions for r in r0] == [r.instructions for r in r1]
+    assert [r.opcode_counts for r in r0] == [r.opcode_counts for r in r1]
+    assert [sorted((h.kind, h.address) for h in r.hazards) for r in r0] == \
+        [sorted((h.kind, h.address) for h in r.hazards) for r in r1]
+    counts = r1[0].opcode_counts
+    for name in ("ds_write_b16", "v_cvt_pk_bf16_f32"):
+        assert counts.get(name) and calls.get(name) == counts[name], (name, calls.get(name), counts.get(name))
+    assert any(landed)
+
+
+def test_lockstep_reports_reads_before_their_wait_as_one_wave_does(monkeypatch):
+    """With the GEMM's LDS waits removed, batched instructions read registers whose loads are
+    still in flight: the batch's in-flight counts (``state.InFlight``, read by
+    ``ops.batched.quiet``) must send them to the per-wave path, which reports each read, in
+    the same places as the one-wave-at-a-time executor."""
+    from tests.emulator_support import nop_out
+    from verifiers.gfx950.emulator.validation import triton_cases
+
+    b = triton_cases.binary("fp8_gemm_16x16x128")
+    patched, _ = nop_out(b.hsaco, b.name, lambda i: i.mnemonic == "s_waitcnt" and "lgkmcnt(0)" in i.text)
+    found = {}
+    for mode in ("0", "1"):
+        monkeypatch.setenv("SKILL_SERVER_EMULATOR_LOCKSTEP", mode)
+        fresh_programs(monkeypatch)
+        r = triton_cases.run_case("fp8_gemm_16x16x128", {"M": 128, "N": 128, "K": 256}, code=patched)
+        found[mode] = sorted({(h.kind, h.address) for h in r.report.hazards})
+    assert any(kind == "read_before_wait" for kind, _ in found["1"]), found["1"]
+    assert found["0"] == found["1"]
+
+
+def test_in_flight_counts_follow_every_change():
+    """``state.InFlight`` counts a register once per wave (a newer load into it does not count
+    twice), uncounts it on delete, and refuses the dict methods that would skip the counts."""
+    from verifiers.gfx950.emulator.state import InFlight, Pending
+
+    counts: dict = {}
+    a, b = InFlight(counts), InFlight(counts)
+    p, q = Pending("vm"), Pending("vm")
+    a[5] = p
+    a[5] = q  # a second load into v5 of the same wave
+    b.update({5: p, 6: p})
+    assert counts == {5: 2, 6: 1}
+    del a[5]
+    del b[6]
+    assert counts == {5: 1, 6: 0} and dict(b) == {5: p}
+    for method in ("pop", "popitem", "clear", "setdefault"):
+        with pytest.raises(NotImplementedError):
+            getattr(b, method)(5) if method in ("pop", "setdefault") else getattr(b, method)()

@@ -75,3 +75,17 @@ def _round_f32(v: Fraction) -> float:
     if dh < dl:
         return float(hi)
     return float(lo if int(np.float32(lo).view(np.uint32)) % 2 == 0 else hi)
+
+
+def test_fma_breaks_a_float64_tie_by_the_lost_remainder():
+    """a*b + c whose float64 sum lands exactly halfway between two f32 values while the true
+    value lies 2**-64 below it: the result must round down (to 1 + 2**-23), not to even."""
+    a = np.array([2.0**-12 * (1 + 2.0**-20)] * 3, dtype=np.float32)
+    b = np.array([2.0**-12 * (1 - 2.0**-20)] * 3, dtype=np.float32)
+    c = np.array([1 + 2.0**-23, -(1 + 2.0**-23), 2.0**-100], dtype=np.float32)
+    b[2] = np.float32(2.0**-12)  # an ordinary case next to them
+    got = numerics.fma_f32(a, b, c)
+    exact = [Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z)) for x, y, z in zip(a, b, c)]
+    want = np.array([_round_f32(v) for v in exact], dtype=np.float32)
+    assert got[0] == np.float32(1 + 2.0**-23) and got[1] == -np.float32(1 + 2.0**-23)  # not rounded to even
+    assert np.array_equal(got, want)

@@ -267,6 +267,14 @@ EMULATED_ARMS = [
               expect_parity=False),
 ]
 
+#: ``check-kernel --emulate --full``: the card's deep-K kernel (the gate target
+#: t64x256x128_wpe2_xcd8_sync_deepk's config) at the problem's 4096x2048x7168, its whole
+#: 56-tile K loop, 512 workgroups (about 23.5 M wave-instructions on the emulator)
+FULL_EMULATED_ARMS = [
+    _emulated("full_deepk", {"M": 4096, "N": 2048, "K": 7168}, replace(CARD_CONFIG, xcd_swizzle=8, async_copy=False),
+              "flydsl_4wave", "the card's deep-K kernel at the problem's narrow-N, deep-K shape 4096x2048x7168"),
+]
+
 
 def _emulated_8wave(name: str, dims: dict, cfg: EightWaveConfig, description: str) -> EmulatedArm:
     k = dims["K"]

@@ -12,7 +12,7 @@ from pydantic import Field
 from skill_server.cli.common import CommandArgs, emit_json, handles_errors, service_from
 from skill_server.cli.verify_support import ProgressDisplay, VerifyArgs, add_verify_arguments, exit_code
 from skill_server.doctor.preflight import verify_refusal
-from verifiers.gfx950.emulator.cli import check_kernel_and_emulate
+from verifiers.gfx950.emulator.cli import EXIT_USAGE, check_kernel_and_emulate
 from verifiers.gfx950.report import check_kernel_command
 
 
@@ -24,6 +24,7 @@ class CheckKernelArgs(CommandArgs):
     negative: bool = Field(False, description="also run the deliberately wrong NEGATIVE_TARGETS")
     no_cache: bool = Field(False, description="recompile even when a cached result is valid")
     emulate: bool = Field(False, description="also run the card's FlyDSL arms on the gfx950 emulator")
+    full: bool = Field(False, description="with emulate: the FULL_EMULATED_ARMS, at the problem's real shapes")
     verbose: bool = False
     as_json: bool = False
 
@@ -37,6 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-cache", action="store_true", help="recompile even when a cached result is valid")
     p.add_argument("--emulate", action="store_true",
                    help="also run the card's FlyDSL arms on the gfx950 emulator (CPU) against the problem's oracle")
+    p.add_argument("--full", action="store_true",
+                   help="with --emulate: run the card's FULL_EMULATED_ARMS, its kernel at the problem's real shape(s) "
+                        "with the whole K loop (block-scale card: 4096x2048x7168, about 23.5 M wave-instructions), "
+                        "instead of the small shapes; expect minutes: about 2-4 min per shape on this 2-core box")
     p.add_argument("-v", "--verbose", action="store_true")
     p.add_argument("--json", action="store_true", dest="as_json")
 
@@ -110,5 +115,9 @@ def cmd_check_kernel(args: CheckKernelArgs) -> int:
     folder = kernel_folder(args, args.card)
     kwargs = dict(as_json=args.as_json, include_negative=args.negative, use_cache=not args.no_cache, verbose=args.verbose)
     if args.emulate:  # gates, then the FlyDSL arms on the gfx950 emulator (emulated parity)
-        return check_kernel_and_emulate(folder, args.target, **kwargs)
+        return check_kernel_and_emulate(folder, args.target, full=args.full, **kwargs)
+    if args.full:
+        print("skill-server check-kernel: --full applies to --emulate (the emulated arms at the real shapes); "
+              "add --emulate", file=sys.stderr)
+        return EXIT_USAGE
     return check_kernel_command(folder, args.target, **kwargs)

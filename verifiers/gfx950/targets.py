@@ -104,6 +104,9 @@ class FolderTargets:
     targets: tuple[CompileTarget, ...]
     negative: tuple[CompileTarget, ...]
     emulated: tuple[EmulatedArm, ...] = ()
+    #: ``FULL_EMULATED_ARMS``: arms at the problem's real shapes (minutes each on the emulator),
+    #: run only by ``check-kernel --emulate --full``; never emulation-sized verify shapes
+    full: tuple[EmulatedArm, ...] = ()
 
     def all(self) -> tuple[CompileTarget, ...]:
         """The gated targets (emulation kernels carry no static claims and are not gated)."""
@@ -112,14 +115,14 @@ class FolderTargets:
     def emulation_kernels(self) -> dict[str, CompileTarget]:
         """Compile-target name -> target, for every kernel of every emulated arm."""
         return {arm.kernel_target_name(role): replace(t, name=arm.kernel_target_name(role))
-                for arm in self.emulated for role, t in arm.kernels.items()}
+                for arm in self.emulated + self.full for role, t in arm.kernels.items()}
 
     def emulated_arm(self, name: str) -> EmulatedArm:
-        for a in self.emulated:
+        for a in self.emulated + self.full:
             if a.name == name:
                 return a
         raise KeyError(f"kernels/{self.folder}/gfx950_targets.py has no emulated arm {name!r}; "
-                       f"available: {[a.name for a in self.emulated]}")
+                       f"available: {[a.name for a in self.emulated + self.full]}")
 
     def get(self, name: str) -> tuple[CompileTarget, bool]:
         """Return ``(target, is_negative)``; raise KeyError listing the valid names."""
@@ -154,6 +157,7 @@ def load_targets(folder: str) -> FolderTargets:
     targets = tuple(getattr(module, "TARGETS", ()))
     negative = tuple(getattr(module, "NEGATIVE_TARGETS", ()))
     emulated = tuple(getattr(module, "EMULATED_ARMS", ()))
+    full = tuple(getattr(module, "FULL_EMULATED_ARMS", ()))
     seen: set[str] = set()
     for t in targets + negative:
         if not isinstance(t, CompileTarget):
@@ -161,7 +165,7 @@ def load_targets(folder: str) -> FolderTargets:
         if t.name in seen:
             raise ValueError(f"kernels/{folder}/gfx950_targets.py: duplicate target name {t.name!r}")
         seen.add(t.name)
-    for a in emulated:
+    for a in emulated + full:
         if not isinstance(a, EmulatedArm) or not all(isinstance(k, CompileTarget) for k in a.kernels.values()):
             raise TypeError(f"kernels/{folder}/gfx950_targets.py: {a!r} is not an EmulatedArm of CompileTargets")
         if not a.name.replace("_", "").isalnum():
@@ -173,4 +177,4 @@ def load_targets(folder: str) -> FolderTargets:
             seen.add(n)
     if not targets:
         raise ValueError(f"kernels/{folder}/gfx950_targets.py: TARGETS is empty")
-    return FolderTargets(folder=folder, targets=targets, negative=negative, emulated=emulated)
+    return FolderTargets(folder=folder, targets=targets, negative=negative, emulated=emulated, full=full)

@@ -121,13 +121,19 @@ class EmulatedParity(BaseModel):
         return [h for r in self.launches for h in r.hazards]
 
 
-def run_emulated_parity(folder: str, name: str, seed: int = 0) -> EmulatedParity:
+def run_emulated_parity(folder: str, name: str, seed: int = 0, dims: dict[str, int] | None = None) -> EmulatedParity:
+    """``dims``: run at these problem dims instead of the arm's (only the kernel's runtime
+    dims, e.g. M of a GEMM compiled for its N and K, may differ; a cheaper run of the same code)."""
     import torch
 
 
     problem = load_problem(folder)
     _, arm = _arm(folder, name)
-    dims = dict(arm.dims)
+    if dims is not None:
+        if set(dims) != set(arm.dims) or not all(isinstance(v, int) and v > 0 for v in dims.values()):
+            raise EmulatorError(f"kernels/{folder}: emulated arm {name!r}: dims {dims} must give a positive int for "
+                                f"each of {sorted(arm.dims)}")
+    dims = dict(arm.dims if dims is None else dims)
     rules = rules_from(problem.parity)
     build = emulated_builder(folder, name)
     inputs = problem.make_inputs(dims, seed, "cpu")

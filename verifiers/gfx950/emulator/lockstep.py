@@ -35,6 +35,9 @@ class Batch:
         self.v = np.zeros((n, VGPR_FILE, LANES), dtype=np.uint32)
         self.vp = np.full((n, VGPR_FILE, LANES), POISON, dtype=np.uint8)
         self.waves: list = []
+        #: register -> how many of the waves have a load in flight into it (``state.InFlight``)
+        self.inflight_v: dict[int, int] = {}
+        self.inflight_s: dict[int, int] = {}
 
 
 def _release(group) -> None:  # noqa: ANN001 - Workgroup
@@ -51,21 +54,25 @@ def run_lockstep(groups: list, ctx) -> None:  # noqa: ANN001 - list[Workgroup], 
     n = len(instrs)
     waves = [w for g in groups for w in g.waves]
     active = [w for w in waves if not (w.done or w.at_barrier)]
+    group = None  # the waves at ``pc`` when known without a scan (all of them moved on together)
     while active:
-        pc = min(w.pc for w in active)
+        if group is None:
+            pc = min(w.pc for w in active)
+            group = [w for w in active if w.pc == pc]
         if pc >= n:
-            w = next(w for w in active if w.pc == pc)
+            w = group[0]
             raise ExecutionError(f"kernel {ctx.kernel_name!r}: execution ran past the end of the kernel "
                                  f"(wave {w.index} of workgroup {w.group.id}) without s_endpgm")
-        group = [w for w in active if w.pc == pc]
         ins = instrs[pc]
         ctx.current = ins
         w = group[0]
+        together = False
         try:
             batched = ins.batch
             if batched is not None and len(group) > 1 and batched(group, ins):
                 for w in group:
                     w.pc = pc + 1
+                together = True
             else:
                 for w in group:
                     w.pc = pc + 1
@@ -83,3 +90,8 @@ def run_lockstep(groups: list, ctx) -> None:  # noqa: ANN001 - list[Workgroup], 
             for g in {id(x.group): x.group for x in group}.values():
                 _release(g)
             active = [w for w in waves if not (w.done or w.at_barrier)]
+            group = None
+        elif together and len(group) == len(active):  # a batched step moves no wave but by one
+            pc += 1
+        else:
+            group = None

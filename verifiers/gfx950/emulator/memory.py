@@ -130,8 +130,15 @@ class GlobalMemory:
         out = np.empty((addrs.size, size), dtype=np.uint8)
         if addrs.size == 0:
             return out
+        groups = self._extent_for(addrs, size, what)
+        if len(groups) == 1:  # every lane in one extent: gather without a mask
+            off = addrs - groups[0][1].region.base
+            words = _dword_view(groups[0][1].region.data, off, size)
+            if words is not None:  # aligned whole dwords: a quarter of the index work
+                return words[(off >> 2)[:, None] + np.arange(size >> 2)].view(np.uint8).reshape(addrs.size, size)
+            return groups[0][1].region.data[off[:, None] + np.arange(size, dtype=np.int64)]
         cols = np.arange(size, dtype=np.int64)
-        for mask, ext in self._extent_for(addrs, size, what):
+        for mask, ext in groups:
             off = addrs[mask] - ext.region.base
             out[mask] = ext.region.data[off[:, None] + cols]
         return out
@@ -140,10 +147,28 @@ class GlobalMemory:
         if addrs.size == 0:
             return
         size = data.shape[1]
+        groups = self._extent_for(addrs, size, what)
+        if len(groups) == 1:
+            off = addrs - groups[0][1].region.base
+            words = _dword_view(groups[0][1].region.data, off, size)
+            if words is not None:
+                words[(off >> 2)[:, None] + np.arange(size >> 2)] = \
+                    np.ascontiguousarray(data).view(np.uint32).reshape(addrs.size, size >> 2)
+                return
+            groups[0][1].region.data[off[:, None] + np.arange(size, dtype=np.int64)] = data
+            return
         cols = np.arange(size, dtype=np.int64)
-        for mask, ext in self._extent_for(addrs, size, what):
+        for mask, ext in groups:
             off = addrs[mask] - ext.region.base
             ext.region.data[off[:, None] + cols] = data[mask]
+
+
+def _dword_view(data: np.ndarray, off: np.ndarray, size: int) -> np.ndarray | None:
+    """``data`` as uint32 words when the accesses at byte offsets ``off`` are whole aligned
+    dwords of it (and its buffer allows the view); else None (byte-wise access)."""
+    if size & 3 or data.size & 3 or data.ctypes.data & 3 or (off & 3).any():
+        return None
+    return data.view(np.uint32)
 
 
 def _extent_bytes(t) -> int:  # noqa: ANN001
@@ -161,8 +186,12 @@ class LdsBank:
         n = max(nbytes, 4)
         dw = (n + 3) // 4
         self.dwords = dw
-        self.data = np.zeros((groups, n), dtype=np.uint8)
-        self.poison = np.ones((groups, n), dtype=bool)
+        # whole dwords (the tail past ``nbytes`` is never in bounds), so batched DS accesses can
+        # use the dword views: ``words`` the data, ``pwords`` the 4 per-byte poison flags of a dword
+        self.data = np.zeros((groups, 4 * dw), dtype=np.uint8)
+        self.poison = np.ones((groups, 4 * dw), dtype=bool)
+        self.words = self.data.view(np.uint32).reshape(-1)
+        self.pwords = self.poison.view(np.uint32).reshape(-1)
         self.writer = np.full((groups, dw), -1, dtype=np.int16)
         self.write_epoch = np.full((groups, dw), -1, dtype=np.int32)
         self.readers = np.zeros((groups, dw), dtype=np.uint32)

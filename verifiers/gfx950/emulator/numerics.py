@@ -114,7 +114,14 @@ def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray, scale: np.ndarray | Non
         if scale is not None:  # exact: a power of two, far from float64's limits here
             s, err = s * scale, err * scale
         r = s.astype(np.float32)
-        # only when s is exactly halfway between two f32 values can err change the rounding
+        # only when s is exactly halfway between two f32 values can err change the rounding. A
+        # cheap necessary test first: err != 0 and, in f32's normal range, s's 29 low float64
+        # mantissa bits are exactly the half of an f32 unit (below 2**-126: always tested fully)
+        s_ = np.asarray(s, dtype=np.float64)
+        maybe = (np.asarray(err) != 0) & (((s_.view(np.uint64) & np.uint64(0x1FFFFFFF)) == np.uint64(0x10000000))
+                                          | (np.abs(s_) < 2.0**-126))
+        if not maybe.any():
+            return r.astype(np.float32)
         r64 = r.astype(np.float64)
         other = np.nextafter(r, np.where(s > r64, np.float32(np.inf), np.float32(-np.inf)))
         tie = (s != r64) & (s == (r64 + other.astype(np.float64)) * 0.5) & (err != 0) & np.isfinite(s)

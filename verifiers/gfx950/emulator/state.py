@@ -38,7 +38,7 @@ POISON = np.uint8(0xF)
 F32_SIGN = np.uint32(0x80000000)
 
 
-@dataclass
+@dataclass(eq=False)  # identity: a record may stand in several waves' queues (``ops.batched.Lot``)
 class Pending:
     """One outstanding memory operation (counted by vmcnt or lgkmcnt)."""
 
@@ -54,6 +54,41 @@ class Pending:
     lds_addr: np.ndarray | None = None  # buffer->LDS DMA: byte addresses and bytes
     lds_bytes: np.ndarray | None = None
     issue: str = ""
+    #: issued by a batched handler for several waves at once (``ops.batched.Lot``): this
+    #: wave's data is row ``j`` of the lot's, so a wait that lands them all copies once
+    lot: object = None
+    j: int = 0
+
+
+class InFlight(dict):
+    """A wave's registers with a load in flight (register -> its ``Pending``) that also keeps
+    ``counts[r]``: how many waves of its lockstep batch have ``r`` in flight, so a batched
+    handler sees in O(registers) that no wave waits on its registers (``ops.batched.quiet``).
+    Only item assignment, ``del`` and ``update`` change it (the rest would skip the counts)."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self, counts: dict[int, int]) -> None:
+        super().__init__()
+        self.counts = counts
+
+    def __setitem__(self, r: int, p: Pending) -> None:
+        if r not in self:
+            self.counts[r] = self.counts.get(r, 0) + 1
+        super().__setitem__(r, p)
+
+    def __delitem__(self, r: int) -> None:
+        super().__delitem__(r)
+        self.counts[r] -= 1
+
+    def update(self, other: dict[int, Pending]) -> None:  # type: ignore[override]
+        for r, p in other.items():
+            self[r] = p
+
+    def _uncounted(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise NotImplementedError("InFlight changes only by item assignment, del and update (the batch counts)")
+
+    pop = popitem = clear = setdefault = __ior__ = _uncounted
 
 
 def f32_bits(x: float) -> int:
@@ -110,8 +145,12 @@ class Wave:
         self.at_barrier = False
         self.executed = 0
         self.pending: list[Pending] = []
-        self.pending_v: dict[int, Pending] = {}
-        self.pending_s: dict[int, Pending] = {}
+        if self.batch is None:
+            self.pending_v: dict[int, Pending] = {}
+            self.pending_s: dict[int, Pending] = {}
+        else:
+            self.pending_v = InFlight(self.batch.inflight_v)
+            self.pending_s = InFlight(self.batch.inflight_s)
         self.set_exec(active_lanes)
         self.launch_lanes = active_lanes
         self._private = np.zeros((LANES, 0), dtype=np.uint8)

@@ -15,13 +15,14 @@ result on a ``[2, 64]`` probe as on each row alone (some are written for one lan
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import itemgetter
 
 import numpy as np
 
 from verifiers.gfx950.emulator.operands import EXEC, Const, Reg
 from verifiers.gfx950.emulator.ops.common import PURE, bits, f32, output_mods
 from verifiers.gfx950.emulator.ops.registry import ORIGINAL
-from verifiers.gfx950.emulator.state import LANES, POISON, _float_mods, const_bits
+from verifiers.gfx950.emulator.state import LANES, POISON, Pending, _float_mods, const_bits
 
 U32 = np.uint32
 WIDE = frozenset({"b64", "f64", "u64", "i64"})
@@ -52,6 +53,10 @@ def quiet(waves, ins, extra_v: range | None = None) -> bool:  # noqa: ANN001
     vr, sr = registers_of(ins)
     if extra_v is not None:
         vr = vr | frozenset(extra_v)
+    b = waves[0].batch
+    cv, cs = b.inflight_v, b.inflight_s
+    if not any(cv.get(r) for r in vr) and not any(cs.get(r) for r in sr):
+        return True  # no wave of the batch has a load in flight into these registers
     for w in waves:  # a dict's keys view iterates the (small) set side
         if w.pending_v and not w.pending_v.keys().isdisjoint(vr):
             return False
@@ -102,6 +107,18 @@ def src(waves, rows, op, ftype: str = "b32", dwords: int = 1):  # noqa: ANN001, 
     return vals, pois
 
 
+def sgprs(waves, i: int, n: int = 1) -> tuple[np.ndarray, bool]:  # noqa: ANN001
+    """(values int64 [W, n], whether any is poisoned) of SGPRs ``i .. i+n-1`` in every wave,
+    gathered at C speed. For registers the instruction names after ``quiet`` passed (no load in
+    flight into them: the per-wave read's hazard check has nothing to report)."""
+    get = itemgetter(*range(i, i + n))
+    if n == 1:
+        vals = np.fromiter(map(get, (w.s for w in waves)), dtype=np.int64, count=len(waves))[:, None]
+        return vals, any(map(get, (w.sp for w in waves)))
+    vals = np.array(list(map(get, (w.s for w in waves))), dtype=np.int64)
+    return vals, any(map(any, map(get, (w.sp for w in waves))))
+
+
 def exec_rows(waves) -> np.ndarray | None:  # noqa: ANN001
     """[W, 64] active lanes, or None when every wave runs all 64 lanes."""
     if all(w.exec_all for w in waves):
@@ -130,6 +147,75 @@ def store(waves, rows, dst: Reg, vals: np.ndarray, pois: np.ndarray, dwords: int
 
 def full_poison(p: np.ndarray) -> np.ndarray:
     return np.where(p != 0, POISON, np.uint8(0))
+
+
+# ------------------------------------------------------------------ loads issued for many waves
+_ALL_LANES = np.ones(LANES, dtype=bool)
+_ALL_LANES.setflags(write=False)
+
+
+class Lot:
+    """The registers one batched load fills in several waves: ``vdata`` / ``vpoison``
+    [W, dwords, 64], row ``j`` for ``waves[j]`` (batch rows ``rows``: a slice or a list).
+    One ``Pending`` (``pending``) stands for the load in every one of those waves."""
+
+    __slots__ = ("rows", "regs", "vdata", "vpoison", "size", "pending", "_index")
+
+    def __init__(self, rows, regs: tuple[int, ...], vdata: np.ndarray, vpoison: np.ndarray) -> None:  # noqa: ANN001
+        self.rows, self.regs, self.vdata, self.vpoison = rows, regs, vdata, vpoison
+        self.size = vdata.shape[0]
+        self.pending = None
+        self._index = None
+
+    def j(self, w) -> int:  # noqa: ANN001
+        """The lot's row of wave ``w``."""
+        if isinstance(self.rows, slice):
+            return w.slot
+        if self._index is None:
+            self._index = {slot: j for j, slot in enumerate(self.rows)}
+        return self._index[w.slot]
+
+    def row(self, w):  # noqa: ANN001, ANN201
+        """(vdata, vpoison) [dwords, 64] of wave ``w``."""
+        j = self.j(w)
+        return self.vdata[j], self.vpoison[j]
+
+    def land(self, batch, js: list[int] | None = None) -> None:  # noqa: ANN001 - lockstep.Batch
+        """Copy rows ``js`` (None: every wave of the lot) into the batch's register file."""
+        r0, n = self.regs[0], len(self.regs)
+        if js is None or len(js) == self.size:
+            rows, data, pois = self.rows, self.vdata, self.vpoison
+        else:
+            sel = np.asarray(js)
+            rows = sel if isinstance(self.rows, slice) else np.asarray(self.rows)[sel]
+            data, pois = self.vdata[sel], self.vpoison[sel]
+        batch.v[rows, r0 : r0 + n] = data
+        batch.vp[rows, r0 : r0 + n] = pois
+
+
+def issue_loads(waves, rows, counter: str, regs: tuple[int, ...], vdata: np.ndarray, vpoison: np.ndarray,  # noqa: ANN001
+                issue: str) -> None:
+    """As the per-wave handlers' load issue with every lane active, for ``waves`` (batch rows
+    ``rows``) at once: the data in one ``Lot``, one ``Pending`` shared by the waves' queues
+    (the hazard and wait bookkeeping stay per wave; ``flow.land`` takes a wave's row)."""
+    lot = Lot(rows, regs, vdata, vpoison)
+    p = lot.pending = Pending(counter, vregs=regs, vmask=_ALL_LANES, issue=issue, lot=lot)
+    fresh = dict.fromkeys(regs, p)
+    for w in waves:
+        w.pending.append(p)
+        dict.update(w.pending_v, fresh)  # counted below, in bulk
+    # exact: the caller passed ``quiet``, so none of these waves had a load in flight into ``regs``
+    counts = waves[0].batch.inflight_v
+    for r in regs:
+        counts[r] = counts.get(r, 0) + len(waves)
+
+
+def issue_marker(waves, counter: str, issue: str) -> None:  # noqa: ANN001
+    """A store or LDS write counted by ``counter`` in every wave: one shared ``Pending`` (it
+    carries no data, landing it changes nothing)."""
+    p = Pending(counter, issue=issue)
+    for w in waves:
+        w.pending.append(p)
 
 
 # ------------------------------------------------------------------ elementwise VALU

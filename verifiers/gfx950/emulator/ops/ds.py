@@ -214,25 +214,48 @@ def _bpermute(w, ins):  # noqa: ANN001
 
 # ------------------------------------------------------------------ batched (ops.batched)
 class _Site:
-    """Where many waves' aligned whole-dword accesses land in their workgroups' ``LdsBank``:
-    ``key`` [W, 64 * dwords] flat bank dword indices, ``idx`` [W, 64, size] byte addresses."""
+    """Where many waves' aligned accesses (whole dwords, or 1 / 2 bytes inside one dword) land
+    in their workgroups' ``LdsBank``: ``key`` [W, 64 * dwords] flat bank dword indices
+    (lane-major), ``byte`` [W, 64] flat bank byte addresses."""
 
     def __init__(self, waves, addrs: np.ndarray, size: int) -> None:  # noqa: ANN001
         lds = waves[0].group.lds
         self.bank = lds.bank
-        self.ok = (self.bank is not None and not (addrs & 3).any()
+        self.ok = (self.bank is not None and not (addrs & (min(size, 4) - 1)).any()
                    and not ((addrs < 0) | (addrs + size > lds.size)).any())
         if not self.ok:
             return
-        self.gi = np.array([w.group.lds.row for w in waves])[:, None, None]
-        self.idx = addrs[..., None] + np.arange(size)
-        ndw = size // 4
-        self.key = ((self.gi[..., 0] * self.bank.dwords + addrs // 4)[..., None] + np.arange(ndw)).reshape(len(waves), -1)
+        gi = np.array([w.group.lds.row for w in waves])[:, None]
+        ndw = max(1, size // 4)
+        self.byte = gi * (4 * self.bank.dwords) + addrs
+        self.key = ((self.byte // 4)[..., None] + np.arange(ndw)).reshape(len(waves), -1)
         self.epoch = np.array([w.group.epoch for w in waves])[:, None]
         self.me = np.array([w.index for w in waves])[:, None]
 
     def flat(self, name: str) -> np.ndarray:
         return getattr(self.bank, name).reshape(-1)
+
+
+def _note_readers(rd: np.ndarray, key: np.ndarray, me: np.ndarray) -> None:
+    """OR each wave's reader bit into ``rd`` at its ``key`` row. Per wave index: rows with the
+    same index belong to different workgroups (disjoint keys), and a key repeated within one
+    assignment gets the same value, so plain fancy assignment is exact (``ufunc.at`` is slow)."""
+    me = me[:, 0]
+    for k in np.unique(me).tolist():
+        sel = key if len(me) == 1 else key[me == k]
+        sel = sel.ravel()
+        rd[sel] |= np.uint32(1 << k)
+
+
+def _poison_bits(pw: np.ndarray) -> np.ndarray:
+    """4 per-byte poison flags packed in a dword (``LdsBank.pwords``) -> the 4-bit dword poison."""
+    return ((pw & 1) | ((pw >> 7) & 2) | ((pw >> 14) & 4) | ((pw >> 21) & 8)).astype(np.uint8)
+
+
+def _poison_words(pbits: np.ndarray) -> np.ndarray:
+    """The inverse of ``_poison_bits``: a 4-bit dword poison -> 4 packed per-byte flags."""
+    p = pbits.astype(np.uint32)
+    return (p & 1) | ((p & 2) << 7) | ((p & 4) << 14) | ((p & 8) << 21)
 
 
 def _lds_address(waves, rows, ins, k: int):  # noqa: ANN001
@@ -254,13 +277,15 @@ def _read_batched(waves, ins) -> bool:  # noqa: ANN001 - ``_read`` of aligned wh
     if not at.ok:
         return False
     bank, key, ndw = at.bank, at.key, size // 4
-    raw, pois = bank.data[at.gi, at.idx], bank.poison[at.gi, at.idx]
+    nw = len(waves)
+    words, pw = bank.words[key], bank.pwords[key]  # [W, 64 * dwords]
     wr, we = at.flat("writer")[key], at.flat("write_epoch")[key]
     racy = (we == at.epoch) & (wr != at.me) & (wr >= 0)
     re_, rd = at.flat("read_epoch"), at.flat("readers")
     rd[key[re_[key] != at.epoch]] = 0
     re_[key] = np.broadcast_to(at.epoch, key.shape)
-    np.bitwise_or.at(rd, key.ravel(), np.broadcast_to((np.uint32(1) << at.me.astype(np.uint32)), key.shape).ravel())
+    _note_readers(rd, key, at.me)
+    pbits = _poison_bits(pw)
     pend = at.flat("pending")[key] >= 0
     if racy.any() or pend.any():
         for j in np.nonzero(racy.any(axis=1) | pend.any(axis=1))[0].tolist():
@@ -271,29 +296,24 @@ def _read_batched(waves, ins) -> bool:  # noqa: ANN001 - ``_read`` of aligned wh
             if pend[j].any():
                 w.ctx.hazards.add("lds_pending_read", w, ins, f"reads LDS byte {int(byte[pend[j]][0])} before the "
                                   "buffer->LDS load into it completed (missing s_waitcnt vmcnt / s_barrier)")
-        pois = pois | np.repeat(pend.reshape(len(waves), LANES, ndw), 4, axis=2)
-    vals = np.ascontiguousarray(raw).view(U32).transpose(0, 2, 1)  # [W, dwords, 64]
-    pbits = (pois.reshape(len(waves), LANES, ndw, 4) * (1 << np.arange(4, dtype=np.uint8))).sum(axis=3)
-    pbits = pbits.astype(np.uint8).transpose(0, 2, 1)
+        pbits = np.where(pend, POISON, pbits)
+    vals = words.reshape(nw, LANES, ndw).transpose(0, 2, 1)  # [W, dwords, 64]
+    pbits = pbits.reshape(nw, LANES, ndw).transpose(0, 2, 1)
     regs = tuple(range(ins.operands[0].index, ins.operands[0].index + ndw))
-    for j, w in enumerate(waves):  # as ``_issue``, every lane active
-        p = Pending("lgkm", vregs=regs, vdata=vals[j], vpoison=pbits[j], vmask=_ALL_LANES, issue=ins.text)
-        w.pending.append(p)
-        for r in regs:
-            w.pending_v[r] = p
+    B.issue_loads(waves, rows, "lgkm", regs, vals, pbits, ins.text)  # as ``_issue``, every lane active
     return True
 
 
-def _write_batched(waves, ins) -> bool:  # noqa: ANN001 - ``_write`` of aligned whole dwords for many waves
+def _write_batched(waves, ins) -> bool:  # noqa: ANN001 - ``_write`` of aligned accesses for many waves
     m = _WRITE.match(ins.mnemonic)
     size = _SIZE[m.group(1)]
-    if m.group(2) or size < 4 or not B.quiet(waves, ins) or B.exec_rows(waves) is not None:
+    if m.group(2) or not B.quiet(waves, ins) or B.exec_rows(waves) is not None:
         return False
     rows = B.slots(waves)
     addrs = _lds_address(waves, rows, ins, 0)
     if addrs is None:
         return False
-    ndw = size // 4
+    ndw = max(1, size // 4)
     g = B.src(waves, rows, ins.operands[1], "b32", ndw)
     if g is None:
         return False
@@ -303,8 +323,6 @@ def _write_batched(waves, ins) -> bool:  # noqa: ANN001 - ``_write`` of aligned 
     nw = len(waves)
     vals = np.broadcast_to(g[0] if ndw > 1 else g[0][:, None, :], (nw, ndw, LANES))
     vp = np.broadcast_to(g[1] if ndw > 1 else g[1][:, None, :], (nw, ndw, LANES))
-    data = np.ascontiguousarray(vals.transpose(0, 2, 1)).view(np.uint8)  # [W, 64, size]
-    pbytes = ((vp.transpose(0, 2, 1)[..., None] >> np.arange(4, dtype=np.uint8)) & 1).astype(bool).reshape(nw, LANES, size)
     bank, key = at.bank, at.key
     mebit = np.uint32(1) << at.me.astype(np.uint32)
     re_, rd, wr, we = (at.flat(n)[key] for n in ("read_epoch", "readers", "writer", "write_epoch"))
@@ -320,20 +338,23 @@ def _write_batched(waves, ins) -> bool:  # noqa: ANN001 - ``_write`` of aligned 
         racy |= later.reshape(key.shape)
     at.flat("writer")[key] = np.broadcast_to(at.me, key.shape).astype(np.int16)
     at.flat("write_epoch")[key] = np.broadcast_to(at.epoch, key.shape)
-    bank.data[at.gi, at.idx] = data
-    bank.poison[at.gi, at.idx] = pbytes
+    if size >= 4:
+        bank.words[key] = vals.transpose(0, 2, 1).reshape(nw, -1)  # lane-major, as ``key``
+        bank.pwords[key] = _poison_words(vp.transpose(0, 2, 1).reshape(nw, -1))
+    else:  # the low ``size`` bytes of the data register, and their poison bits
+        k = np.arange(size)
+        byte = at.byte[..., None] + k
+        bank.data.reshape(-1)[byte] = ((vals[:, 0, :, None] >> (8 * k).astype(U32)) & U32(0xFF)).astype(np.uint8)
+        bank.poison.reshape(-1)[byte] = ((vp[:, 0, :, None] >> k.astype(np.uint8)) & 1).astype(bool)
     if racy.any():
         for j in np.nonzero(racy.any(axis=1))[0].tolist():
             w = waves[j]
             w.ctx.hazards.add("lds_race", w, ins, f"writes LDS dword(s) at byte {int(4 * (key[j][racy[j]][0] % bank.dwords))} "
                               "that another wave accessed with no s_barrier in between")
-    for w in waves:
-        w.pending.append(Pending("lgkm", issue=ins.text))
+    B.issue_marker(waves, "lgkm", ins.text)
     return True
 
 
-_ALL_LANES = np.ones(LANES, dtype=bool)
-_ALL_LANES.setflags(write=False)
 
 
 for _k in ("b32", "b64", "b96", "b128", "u8", "i8", "u16", "i16"):

@@ -127,14 +127,23 @@ def _waitcnt_batched(waves, ins) -> bool:  # noqa: ANN001
     registers in several waves are copied into the batch's register file at once."""
     vm, _exp, lgkm = decode_waitcnt(ins.words[0] & 0xFFFF)
     b = waves[0].batch
+    if _uniform_wait(waves, vm, lgkm):
+        return True
     by_regs: dict[tuple, list] = {}
+    lots: dict[int, tuple] = {}
     for w in waves:
+        if not w.pending:
+            continue
         done = due(w, vm, lgkm)
         seen: set = set()
         simple = True
         for p in done:
-            if not p.vregs or p.sregs or p.lds_addr is not None or p.vbyte_mask is not None or not p.vmask.all() \
-                    or not seen.isdisjoint(p.vregs):
+            if p.lds_addr is not None or (p.sregs and p.vregs):
+                simple = False
+                break
+            if not p.vregs:
+                continue  # a store or LDS write (nothing lands), a scalar load (SGPRs only: below)
+            if p.vbyte_mask is not None or not (p.lot is not None or p.vmask.all()) or not seen.isdisjoint(p.vregs):
                 simple = False
                 break
             seen.update(p.vregs)
@@ -142,17 +151,98 @@ def _waitcnt_batched(waves, ins) -> bool:  # noqa: ANN001
             for p in done:
                 land(w, p)
             continue
+        pv = w.pending_v
         for p in done:
+            if not p.vregs:
+                if p.sregs:
+                    land(w, p)
+                continue
             for r in p.vregs:
-                if w.pending_v.get(r) is p:
-                    del w.pending_v[r]
-            by_regs.setdefault(p.vregs, []).append((w.slot, p))
+                if pv.get(r) is p:
+                    del pv[r]
+            if p.lot is not None:  # issued for many waves at once: landed together below
+                got = lots.get(id(p.lot))
+                if got is None:
+                    got = lots[id(p.lot)] = (p.lot, [])
+                got[1].append(p.lot.j(w))
+            else:
+                by_regs.setdefault(p.vregs, []).append((w.slot, p))
+    for lot, js in lots.values():  # a wave's landings here are disjoint registers: any order
+        lot.land(b, js)
     for regs, items in by_regs.items():
         r0, n = regs[0], len(regs)
         rows = [slot for slot, _ in items]
         b.v[rows, r0 : r0 + n] = np.stack([p.vdata for _, p in items])
         b.vp[rows, r0 : r0 + n] = np.stack([p.vpoison for _, p in items])
     return True
+
+
+def _uniform_wait(waves, vm: int, lgkm: int) -> bool:  # noqa: ANN001
+    """The common lockstep case, done once for all: every wave's queue holds the same
+    operations (shared batched-issue records; in the same places, each wave's own scalar
+    loads), so the same positions complete everywhere (``due`` reads only the counters and
+    the order); each completed vector load is a ``Lot`` of exactly these waves and lands
+    with one copy, each scalar load lands per wave. False (nothing done) when the case is
+    not that."""
+    ref = waves[0].pending
+    n = len(ref)
+    for w in waves:
+        q = w.pending
+        if q != ref and (len(q) != n or not all(a is b or _scalar_twins(a, b) for a, b in zip(q, ref))):
+            return False  # ``Pending`` compares by identity: ``!=`` is a C-level scan
+    if not n:
+        return True
+    probe = _Queue(list(ref))  # ``due`` on a copy: nothing changes unless the case holds
+    done = due(probe, vm, lgkm)
+    if not done:
+        return True
+    for p in done:
+        if p.lds_addr is not None or (p.vregs and (p.sregs or p.lot is None or p.lot.size != len(waves))):
+            return False
+    ids = {id(p) for p in done}
+    keep = [i for i, p in enumerate(ref) if id(p) not in ids]
+    scalar = [i for i, p in enumerate(ref) if id(p) in ids and p.sregs]  # each wave's own record there
+    for w in waves:
+        q = w.pending
+        for i in scalar:
+            land(w, q[i])
+        w.pending = [q[i] for i in keep]
+    b = waves[0].batch
+    later = {r for i in keep for r in ref[i].vregs}  # registers a still-outstanding load will fill
+    mine = []  # registers whose in-flight entry is a landing record in every wave: bulk removal
+    for p in done:
+        for r in p.vregs:
+            if r in later:  # a newer load into r may be the entry: per wave, as ``land`` does
+                for w in waves:
+                    if w.pending_v.get(r) is p:
+                        del w.pending_v[r]
+            else:
+                mine.append(r)
+    if mine:
+        counts, pop = b.inflight_v, dict.pop  # the plain dict's pop: counted here, exactly
+        for r in dict.fromkeys(mine):
+            gone = 0
+            for w in waves:
+                if pop(w.pending_v, r, None) is not None:
+                    gone += 1
+            counts[r] -= gone
+    for p in done:
+        if p.vregs:
+            p.lot.land(b)
+    return True
+
+
+def _scalar_twins(a, b) -> bool:  # noqa: ANN001
+    """Two waves' own scalar-load records in the same queue place: ``due`` treats them alike."""
+    return (bool(a.sregs) and bool(b.sregs) and not a.vregs and not b.vregs and a.lds_addr is None
+            and b.lds_addr is None and a.counter == b.counter and a.smem == b.smem)
+
+
+class _Queue:
+    """Stands in for a wave in ``due`` (which reads and replaces ``pending`` only)."""
+
+    def __init__(self, pending: list) -> None:
+        self.pending = pending
 
 
 B.batched("s_waitcnt", _waitcnt, _waitcnt_batched)
@@ -165,8 +255,9 @@ def land(w, p) -> None:  # noqa: ANN001
         for r in p.vregs:
             if w.pending_v.get(r) is p:
                 del w.pending_v[r]
-        w.v[r0 : r0 + n] = p.vdata
-        w.vp[r0 : r0 + n] = p.vpoison
+        vdata, vpoison = (p.vdata, p.vpoison) if p.lot is None else p.lot.row(w)  # a batched issue: w's row
+        w.v[r0 : r0 + n] = vdata
+        w.vp[r0 : r0 + n] = vpoison
     elif p.vregs:
         for k, r in enumerate(p.vregs):
             if w.pending_v.get(r) is p:

@@ -90,6 +90,8 @@ def _matrix(raw: np.ndarray, kind: str, m: int, k: int, elem_bytes: int, role: s
                 recent.insert(0, recent.pop(i))
             return mat
     mat = _decode_matrix(raw, kind, m, k, elem_bytes)
+    if role == "b":  # kept [..., k, m] contiguous: the product's B^T is then a plain matmul operand
+        mat = np.swapaxes(np.ascontiguousarray(np.swapaxes(mat, -1, -2)), -1, -2)
     mat.setflags(write=False)
     recent.insert(0, (raw.copy(), mat))
     del recent[_RECENT_SIZE:]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from verifiers.gfx950.emulator.numerics import decode_fp8, encode_fp8, f32_to_bf16_bits
+from verifiers.gfx950.emulator.ops import batched as B
 from verifiers.gfx950.emulator.ops.common import PURE, bits, f32, full_poison, srcs, write
 from verifiers.gfx950.emulator.ops.registry import op
 from verifiers.gfx950.emulator.state import LANES
@@ -43,6 +44,22 @@ def _cvt_pk_bf16(w, ins):  # noqa: ANN001
     (a, b), p = srcs(w, ins, ("f32", "f32"))
     r = f32_to_bf16_bits(a) | (f32_to_bf16_bits(b) << U32(16))
     write(w, ins, r, p)
+
+
+def _cvt_pk_bf16_batched(waves, ins) -> bool:  # noqa: ANN001 - the same on [waves, 64] (ops.batched)
+    if not B.quiet(waves, ins):
+        return False
+    rows = B.slots(waves)
+    got = [B.src(waves, rows, o, "f32") for o in ins.operands[1:3]]
+    if any(g is None for g in got):
+        return False
+    (a, pa), (b, pb) = got
+    r = f32_to_bf16_bits(a) | (f32_to_bf16_bits(b) << U32(16))
+    B.store(waves, rows, ins.operands[0], r, B.full_poison(pa | pb))
+    return True
+
+
+B.batched("v_cvt_pk_bf16_f32", _cvt_pk_bf16, _cvt_pk_bf16_batched)
 
 
 def _pk_to_fp8(fmt: str, scaled: bool):

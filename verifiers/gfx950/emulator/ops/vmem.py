@@ -255,10 +255,10 @@ def _batch_addresses(waves, rows, ins, seg: str, vaddr_op, base_op, soff_op, siz
     ndw = max(1, size // 4)
     if seg == "global":
         if isinstance(base_op, Reg):
-            i = base_op.index
-            if any(w.sp[i] or w.sp[i + 1] for w in waves):
+            pair, bad = B.sgprs(waves, base_op.index, 2)
+            if bad:
                 return None
-            base = np.array([w.s[i] | (w.s[i + 1] << 32) for w in waves], dtype=np.int64)[:, None]
+            base = (pair[:, 0] | (pair[:, 1] << 32))[:, None]
             g = B.src(waves, rows, vaddr_op)
             if g is None or g[1].any():
                 return None
@@ -268,20 +268,23 @@ def _batch_addresses(waves, rows, ins, seg: str, vaddr_op, base_op, soff_op, siz
             return None
         v = g[0].astype(np.int64)
         return (v[:, 0] | (v[:, 1] << 32)) + inst, None
-    i = base_op.index
-    if any(w.sp[i + k] for w in waves for k in range(4)):
+    desc, bad = B.sgprs(waves, base_op.index, 4)  # [W, 4]
+    if bad:
         return None
-    desc = np.array([w.s[i : i + 4] for w in waves], dtype=np.int64)  # [W, 4]
     if (desc[:, 1] >> 31 & 1).any():
         return None  # swizzled: per wave (which reports it as unimplemented)
     base = (desc[:, 0] | ((desc[:, 1] & 0xFFFF) << 32))[:, None]
     stride = ((desc[:, 1] >> 16) & 0x3FFF)[:, None]
     num_records = desc[:, 2][:, None]
     soff = np.zeros((len(waves), 1), dtype=np.int64)
-    if not isinstance(soff_op, Special):
-        if isinstance(soff_op, Reg) and any(w.spoison(soff_op) for w in waves):
+    if isinstance(soff_op, Reg):
+        if soff_op.file != "s":
+            return None  # the per-wave read reports it
+        soff, bad = B.sgprs(waves, soff_op.index)
+        if bad:
             return None
-        soff[:, 0] = [w.sread(soff_op, ins) for w in waves]
+    elif not isinstance(soff_op, Special):
+        soff[:, 0] = waves[0].sread(soff_op, ins)  # a constant: the same in every wave
     idxen, offen = bool(m.get("idxen")), bool(m.get("offen"))
     index = np.zeros((len(waves), LANES), dtype=np.int64)
     voff = np.zeros((len(waves), LANES), dtype=np.int64)
@@ -347,8 +350,7 @@ def _store_batched(waves, ins) -> bool:  # noqa: ANN001 - ``_mem_op`` stores of 
             ctx.memory.store(addr[sel] + 4 * k, raw[..., 4 * k : 4 * k + 4][sel], what)
     if in_range is not None:
         ctx.stats["buffer_oob_stores"] += int((~in_range).any(axis=2).sum())
-    for w in waves:
-        w.pending.append(Pending("vm", issue=ins.text))
+    B.issue_marker(waves, "vm", ins.text)
     return True
 
 
@@ -404,17 +406,11 @@ def _load_batched(waves, ins) -> bool:  # noqa: ANN001 - ``_mem_op`` loads of wh
         return True
     vals = np.ascontiguousarray(raw).view(U32).transpose(0, 2, 1)  # [W, dwords, 64]
     regs = tuple(range(data_op.index, data_op.index + ndw))
-    clean = _CLEAN[ndw]
-    for j, w in enumerate(waves):  # as _issue_load, with every lane active and no poison
-        p = Pending("vm", vregs=regs, vdata=vals[j], vpoison=clean, vmask=_ALL_LANES, issue=ins.text)
-        w.pending.append(p)
-        for r in regs:
-            w.pending_v[r] = p
+    # as _issue_load, with every lane active and no poison
+    B.issue_loads(waves, rows, "vm", regs, vals, np.broadcast_to(_CLEAN[ndw], vals.shape), ins.text)
     return True
 
 
-_ALL_LANES = np.ones(LANES, dtype=bool)
-_ALL_LANES.setflags(write=False)
 _CLEAN = {n: np.zeros((n, LANES), dtype=np.uint8) for n in (1, 2, 3, 4)}
 for _a in _CLEAN.values():
     _a.setflags(write=False)
