@@ -32,7 +32,7 @@ DEEPK_TARGET = "t64x256x128_wpe2_xcd8_sync_deepk"
 CARD_SHAPE = {"M": 4096, "N": 2048, "K": 7168}
 
 
-def _rates(report, flops: float, seconds: float) -> dict:  # noqa: ANN001 - LaunchReport
+def _rates(report, flops: float, seconds: float) -> dict:  # noqa: ANN001 - EmulatedLaunch
     return {"seconds": round(seconds, 2), "wave_instructions": report.instructions, "waves": report.waves,
             "workgroups": report.workgroups,
             "wave_instr_per_s": round(report.instructions / seconds), "gflops": round(flops / seconds / 1e9, 4)}

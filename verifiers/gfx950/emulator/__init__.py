@@ -24,7 +24,7 @@ from verifiers.gfx950.emulator.errors import (
     MemoryAccessError,
     UnimplementedInstruction,
 )
-from verifiers.gfx950.emulator.report import Hazard, LaunchReport
+from verifiers.gfx950.emulator.report import Hazard, EmulatedLaunch
 
 __all__ = [
     "CodeObject",
@@ -35,7 +35,7 @@ __all__ = [
     "KernargSpec",
     "KernelInfo",
     "LaunchArgumentError",
-    "LaunchReport",
+    "EmulatedLaunch",
     "MemoryAccessError",
     "UnimplementedInstruction",
     "launch",

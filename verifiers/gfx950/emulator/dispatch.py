@@ -1,4 +1,4 @@
-"""``launch(code_object, kernel, grid, block, args) -> LaunchReport``: run one kernel
+"""``launch(code_object, kernel, grid, block, args) -> EmulatedLaunch``: run one kernel
 dispatch on CPU tensors.
 
 Checks first (before anything runs): the code object (gfx950, parsable, the kernel in
@@ -24,7 +24,7 @@ from verifiers.gfx950.emulator.executor import Context, Workgroup, opcode_counts
 from verifiers.gfx950.emulator.lockstep import Batch, run_lockstep
 from verifiers.gfx950.emulator.memory import KERNARG_BASE, GlobalMemory, LdsBank
 from verifiers.gfx950.emulator.program import Program
-from verifiers.gfx950.emulator.report import LaunchReport
+from verifiers.gfx950.emulator.report import EmulatedLaunch
 from verifiers.gfx950.emulator.state import LANES, Wave
 from verifiers.settings import verifier_settings
 
@@ -68,7 +68,7 @@ def launch(
     dynamic_lds_bytes: int = 0,
     max_instructions: int = DEFAULT_MAX_INSTRUCTIONS,
     max_seconds: float | None = DEFAULT_MAX_SECONDS,
-) -> LaunchReport:
+) -> EmulatedLaunch:
     """Run ``kernel`` over ``grid`` workgroups of ``block`` threads; ``args`` in kernarg
     order (explicit arguments only: hidden ones are filled here). Tensors are written in place.
 
@@ -120,7 +120,7 @@ def launch(
         else:
             run_workgroup(groups[0], ctx)
         ctx.check_budget(f"the end of workgroup {part[-1]}")
-    return LaunchReport(
+    return EmulatedLaunch(
         kernel=kernel,
         code_object=f"{co.origin} sha256:{co.digest[:12]}",
         grid=grid3,

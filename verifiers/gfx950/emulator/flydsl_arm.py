@@ -3,7 +3,7 @@
 * ``EmulatedKernel``: one compiled FlyDSL kernel; calling it with the launcher's arguments
   (``kernel(*args)``, the same tuple ``flyc.compile``'s result takes on a GPU, stream
   omitted) runs the host launcher (``flydsl_host``) and the kernel (``launch``) on CPU
-  tensors, in place, and keeps the ``LaunchReport``.
+  tensors, in place, and keeps the ``EmulatedLaunch``.
 * ``emulated_builder(folder, name)``: a ``build(inputs, outputs) -> launch`` for the
   emulated arm ``name`` of ``kernels/<folder>/gfx950_targets.py`` (``EMULATED_ARMS``),
   i.e. what a verifier platform ``gfx950-emulated`` runs in place of the ROCm arm.
@@ -24,7 +24,7 @@ from verifiers.gfx950.emulator.code_object import load_code_object
 from verifiers.gfx950.emulator.dispatch import launch
 from verifiers.gfx950.emulator.errors import EmulatorError
 from verifiers.gfx950.emulator.flydsl_host import HostFunction
-from verifiers.gfx950.emulator.report import LaunchReport
+from verifiers.gfx950.emulator.report import EmulatedLaunch
 from verifiers.gfx950.targets import load_targets
 from verifiers.judge.metrics import output_metrics
 from verifiers.judge.parity import output_eps, parity_failures, rules_from
@@ -40,9 +40,9 @@ class EmulatedKernel:
         self.config = dict(config)
         self.code_object = load_code_object(code_object)
         self.host = HostFunction(host_ir, kernel)
-        self.reports: list[LaunchReport] = []
+        self.reports: list[EmulatedLaunch] = []
 
-    def __call__(self, *launcher_args: Any) -> LaunchReport:
+    def __call__(self, *launcher_args: Any) -> EmulatedLaunch:
 
         hl = self.host.run(launcher_args)
         report = launch(self.code_object, hl.kernel, hl.grid, hl.block, hl.args, dynamic_lds_bytes=hl.dynamic_lds_bytes)
@@ -109,7 +109,7 @@ class EmulatedParity(BaseModel):
     metrics: dict[str, dict]  # output -> OutputMetrics of the emulated arm vs the oracle
     baseline: str
     baseline_metrics: dict[str, dict]
-    launches: list[LaunchReport]
+    launches: list[EmulatedLaunch]
     emulate_seconds: float
 
     @property

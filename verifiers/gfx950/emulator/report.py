@@ -29,7 +29,7 @@ class Hazard(BaseModel):
     first_wave: int
 
 
-class LaunchReport(BaseModel):
+class EmulatedLaunch(BaseModel):
     kernel: str
     code_object: str  # origin (path or 'bytes') and digest prefix
     grid: tuple[int, int, int]

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from verifiers.gfx950.emulator.dispatch import launch
-from verifiers.gfx950.emulator.report import LaunchReport
+from verifiers.gfx950.emulator.report import EmulatedLaunch
 from verifiers.gfx950.emulator.validation import setups
 from verifiers.gfx950.emulator.validation.triton_compile import compile_for_gfx950
 
@@ -44,7 +44,7 @@ class CaseResult(BaseModel):
     case: str
     dims: dict[str, int]
     exact: bool
-    report: LaunchReport
+    report: EmulatedLaunch
     max_error: dict[str, float]  # output -> max |emulated - reference| (bit mismatches for exact cases)
     bound: dict[str, float]  # output -> allowed max error
     ok: bool
