@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from skill_server.cli.common import EXIT_BAD_INPUT, EXIT_OK, CommandArgs, from_setting
+from skill_server.cli.common import EXIT_BAD_INPUT, EXIT_OK, CommandArgs, from_setting, json_object
 from skill_server.cli.connect_hints import TOKEN_ENV, ServeOptions, connect_text, http_url
 
 # lazy: the MCP SDK loads for serve only; the CLI's other commands run without it (GPU images)
@@ -298,12 +297,7 @@ def verify_options_json(text: str | None) -> dict[str, Any]:
     """The operator's --verify-options, validated as VerifyOptions; ValueError says what is wrong."""
     if text is None:
         return {}
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"--verify-options: not JSON ({exc.msg} at character {exc.pos})") from None
-    if not isinstance(data, dict):
-        raise ValueError("--verify-options: expected a JSON object, e.g. '{\"rounds\": 7}'")
+    data = json_object("--verify-options", text, 'VerifyOptions fields, e.g. \'{"rounds": 7}\'')
     try:
         VerifyOptions.model_validate(data)
     except ValidationError as exc:

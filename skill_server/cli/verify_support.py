@@ -10,7 +10,6 @@ NO_DIFFERENCE, or INCONCLUSIVE when timing was switched off), 1 FAIL, 2 bad inpu
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any, TextIO
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from skill_server.cli.common import CommandArgs
+from skill_server.cli.common import CommandArgs, json_object
 from verifiers.arms.candidate import parse_candidate
 from verifiers.options import VerifyOptions
 from verifiers.problem import EMULATED_PLATFORM
@@ -132,13 +131,7 @@ def _options_json(text: str | None) -> dict[str, Any]:
     path = Path(text)
     if not text.lstrip().startswith("{") and path.is_file():
         text = path.read_text()
-    try:
-        base = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"--options: not JSON ({exc})") from None
-    if not isinstance(base, dict):
-        raise ValueError("--options: expected a JSON object of VerifyOptions fields")
-    return base
+    return json_object("--options", text, "VerifyOptions fields")
 
 
 def _option_error(err: Any) -> str:
