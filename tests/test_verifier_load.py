@@ -132,3 +132,20 @@ def test_clocks_of_opposite_direction_are_excused_by_load_only_when_close(primar
     assert result.failures and "clock" in result.failures[0]
     stage._load_is_not_blame(result, [])
     assert bool(result.failures) == blamed, (result.failures, result.inconclusive)
+
+
+def test_a_claim_several_times_short_of_what_the_judge_saw_is_gross_whatever_the_load():
+    """The loaded-box rule excuses a clock check failed by less than GROSS x its bound; a claim ten
+    times short of the judge's observation (timing_patcher) is gross by its ratio, whatever the
+    bound under load (both clocks count the same process's work)."""
+    from verifiers.judge.session import CallTiming
+    from verifiers.judge.timing import GROSS, RoundCalls, _claim_shortfall
+
+    def calls(judge, claim):
+        return [CallTiming(arm_ms=claim, judge_ms=judge, wall_ms=judge, prep_ms=0.1) for _ in range(8)]
+
+    honest = [RoundCalls("ABBA", calls(1.1, 1.0), calls(2.2, 2.0))]
+    lying = [RoundCalls("ABBA", calls(1.1, 1.0), calls(3.3, 0.3))]
+    assert _claim_shortfall(honest) == pytest.approx(1.0)
+    assert _claim_shortfall(lying) == pytest.approx(10.0) and _claim_shortfall(lying) > GROSS
+    assert _claim_shortfall([RoundCalls("ABBA", calls(1.1, 1.0), calls(2.0, None))]) == 0.0

@@ -259,6 +259,19 @@ class SoloState:
     notes: list[str] = field(default_factory=list)
 
 
+def _claim_shortfall(data: list[RoundCalls]) -> float:
+    """(judge's time / arm's claimed time) of the B side over the same ratio of the A side: 1 for
+    arms that report what they ran, 10 for an arm that claims a tenth (0 when a claim is missing)."""
+    def ratio(calls: list[CallTiming]) -> float:
+        judge = _median([c.judge_ms for c in calls])
+        claim = _median([float(c.arm_ms) for c in calls if c.arm_ms is not None])
+        return judge / claim if claim > 0 and math.isfinite(judge / claim) else float("nan")
+
+    a = ratio([c for rc in data for c in rc.a])
+    b = ratio([c for rc in data for c in rc.b])
+    return b / a if a > 0 and math.isfinite(b / a) else 0.0
+
+
 def _median(xs: list[float]) -> float:
     return stats.median(xs) if xs else math.nan
 
@@ -749,7 +762,10 @@ class TimingStage:
             result.inconclusive = text + ": two runs of the same baseline disagree, this box cannot time reliably"
         else:
             result.failures.append(text + ": the arm's timings are not what the judge observed")
-            self.soft.append((result.failures[-1], abs(gap_b - gap_a) / bound))
+            # how far off, for the loaded-box rule (GROSS): by the bound, or by how much smaller the
+            # arm's claim is than what the judge saw, against the baseline's own claim; both clocks
+            # count the same process's work, so load does not make an honest claim several times short
+            self.soft.append((result.failures[-1], max(abs(gap_b - gap_a) / bound, _claim_shortfall(data))))
 
     def _prep_check(self, result: TimingResult, name: str, prep_a: float, prep_b: float, b_label: str,
                     reference: bool) -> None:
