@@ -149,3 +149,21 @@ def test_a_claim_several_times_short_of_what_the_judge_saw_is_gross_whatever_the
     assert _claim_shortfall(honest) == pytest.approx(1.0)
     assert _claim_shortfall(lying) == pytest.approx(10.0) and _claim_shortfall(lying) > GROSS
     assert _claim_shortfall([RoundCalls("ABBA", calls(1.1, 1.0), calls(2.0, None))]) == 0.0
+
+
+@pytest.mark.parametrize("solo,ab_ms,floor_ms,hard", [(0.158, 0.278, 0.103, False), (1.0, 2.5, 0.1, True)])
+def test_a_doubled_baseline_fails_hard_only_when_its_calls_are_above_the_timer_floor(solo, ab_ms, floor_ms, hard):
+    """A CPU box's busy moment read a 0.16 ms baseline call (0.10 ms of it the timer floor) as +220 %
+    once the floor was taken off; that ratio of two small remainders is no evidence. A baseline
+    call of 1 ms that became 2.5 ms is (the drift attack's DRIFT_HARD rule)."""
+    from verifiers.judge.timing import ArmRoundStats, Comparison, RoundResult
+
+    stage, result = _stage(False)
+    r = ArmRoundStats(n=10, median_ms=ab_ms, q1_ms=ab_ms, q3_ms=ab_ms, min_ms=ab_ms, max_ms=ab_ms, host_median_ms=ab_ms)
+    result.ab = Comparison(name="A/B", arm_a="a", arm_b="b", calls_per_block=10, speedup=1.0, ci_low=0.98, ci_high=1.02,
+                           rounds=[RoundResult(index=0, order="ABBA", a=r, b=r, ratio=1.0)], timer_floor_ms=floor_ms,
+                           median_a_ms=ab_ms, median_b_ms=ab_ms)
+    result.solo_baseline_ms, result.timer_floor_ms, result.noise_floor = solo, floor_ms, 0.05
+    result.verdict, result.primary_verdict = "NO_DIFFERENCE", "NO_DIFFERENCE"
+    stage._drift(result)
+    assert any("more than 100%" in f for f in result.failures) == hard, result.failures
