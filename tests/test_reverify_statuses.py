@@ -246,3 +246,21 @@ def test_a_verifier_that_could_not_decide_is_no_evidence_against_the_card(svc):
     assert c.status == "NOT_APPLICABLE_HERE" and verifier.status == "SKIPPED", (c.status, c.reason)
     assert "could not decide" in verifier.reason and "the box could not time" in verifier.reason
     assert svc.get_validation_history(BLOCKSCALE).results == []
+
+
+def test_an_inconclusive_shape_says_why_in_the_reverify_answer():
+    """A reverify answer that says INCONCLUSIVE without the reason leaves the user guessing
+    whether the box or the arms were at fault (the H200 run of 2026-12-02 printed none)."""
+    from verifiers.report import ShapeReport, StageResult as VStage, VerificationReport
+    from skill_server.reverify.stages import verifier_outcomes
+
+    why = "INCONCLUSIVE: baseline A: 9 of 84 calls were queued after the judge's ready had fired"
+    shapes = [ShapeReport(shape="1024x5120x2048", verdict="INCONCLUSIVE",
+                          stages={"parity": VStage(name="parity", status="PASS"),
+                                  "timing": VStage(name="timing", status="PASS", reason=why)}),
+              ShapeReport(shape="4096x8192x1280", verdict="SLOWER",
+                          stages={"timing": VStage(name="timing", status="PASS", reason="speedup 0.66")})]
+    report = VerificationReport(problem="p", candidate="arm:x", shape_reports=shapes)
+    _, outcomes = verifier_outcomes(report, ["1024x5120x2048", "4096x8192x1280"], "x", "y")
+    assert why in outcomes[0].reason and outcomes[0].reason.startswith("timing: ")
+    assert outcomes[1].reason == ""  # a decided shape needs no excuse

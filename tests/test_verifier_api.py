@@ -76,7 +76,7 @@ def test_progress_is_streamed(honest_report):
     seen = honest_report._seen
     assert len(seen) > 5
     assert any("parity" in m for _, _, m in seen) and any("A/B" in m for _, _, m in seen)
-    assert any("no candidate process" in m for _, _, m in seen)
+    assert any("candidate's code is not loaded yet" in m for _, _, m in seen)
     assert seen[-1][0] == seen[-1][1]
 
 
@@ -165,3 +165,21 @@ def test_a_candidate_that_raises_at_import_fails_in_the_probe_before_anything_is
     assert report.verdict == "FAIL" and report.stages["load"].status == "FAIL"
     assert "broken at import" in report.stages["load"].reason and "probe" in report.stages["load"].reason
     assert report.shape_reports[0].timing is None and verifier_processes() == []
+
+
+def test_a_candidate_forked_early_for_the_profiler_gets_its_code_only_after_the_solo_phase():
+    """GPU default (``profiler_warm_early``), forced on a CPU: the candidate's process is forked
+    and loads the profiler while the judge starts; the candidate's module is imported into it
+    only after the baseline was timed alone, and the verdict is an ordinary one."""
+    seen: list[str] = []
+    report = verify_decided(PROBLEM_FILE, HONEST, shapes=["192x192x192", "128x128x128"],
+                            options=fast_options(seeds=[0], profiler_warm_early=True),
+                            progress=lambda d, t, m: seen.append(m))
+    assert report.verdict in ("FASTER", "SLOWER", "NO_DIFFERENCE"), report.summary()
+    assert all(s.status == "PASS" for s in report.stages.values()), report.summary()
+    first, second = report.shape_reports
+    assert "start_profiler_wait" in first.phase_seconds and "candidate_start" in second.phase_seconds
+    for shape in ("192x192x192", "128x128x128"):  # each shape's candidate: its code after its solo phase
+        solo = next(i for i, m in enumerate(seen) if m.startswith(shape) and "A/A control" in m)
+        started = next(i for i, m in enumerate(seen) if m.startswith(shape) and "starting the candidate" in m)
+        assert solo < started

@@ -191,6 +191,11 @@ class Problem:
     # write fresh, valid values into the non-static inputs in place, drawn from ``seed``
     # (the judge's secret per-call seed); default: ``make_inputs(dims, seed)`` copied in
     refresh_inputs: Callable[[Tensors, Dims, int], None] | None = None
+    # the inputs ``refresh_inputs`` writes (None: possibly every non-static one). The judge stages
+    # a private copy of only these per call; the other non-static inputs are still written into
+    # the arm's buffers and checked every call, from the set's own values (a MoE card's weights:
+    # 7 GiB a copy at its DeepSeek shape). Checked once per shape: a write elsewhere is ERROR.
+    refreshed_inputs: tuple[str, ...] | None = None
     # the oracle at a few output elements: ``{output: flat indices (int64)}`` ->
     # ``{output: float64 values}``; for a GEMM one element is one dot product.
     # Default: the full oracle, gathered at the indices

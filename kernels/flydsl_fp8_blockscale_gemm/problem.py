@@ -117,6 +117,7 @@ PROBLEM = Problem(
     # fixed together, so b and b_shuffled always agree; A and its scales change every round.
     static_inputs=("b", "b_shuffled", "b_scale"),
     refresh_inputs=refresh_inputs,
+    refreshed_inputs=("a", "a_scale", "a_scale_t"),
     oracle_at=oracle_at,
     emulation=EMULATION,
 )

@@ -115,6 +115,7 @@ def make_inputs(dims: dict[str, int], seed: int, device: Any = "cpu") -> Tensors
 
 #: the weight and its layouts stay for a whole timing run; the activations change per call
 STATIC_INPUTS = ("b", "b_shuffled", "b_scale_e8m0", "b_scale_shuffled")
+REFRESHED_INPUTS = ("a", "a_scale_e8m0", "a_scale_shuffled")  # what ``refresh_inputs`` writes
 
 
 def refresh_inputs(values: Tensors, dims: dict[str, int], seed: int) -> None:

@@ -14,7 +14,8 @@ from __future__ import annotations
 from verifiers.problem import EmulationSpec, ParitySpec, Problem, SegmentSpec
 
 from .arms import ARMS
-from .inputs import PERTURBATIONS, STATIC_INPUTS, make_inputs, make_outputs, oracle, oracle_at, refresh_inputs
+from .inputs import (PERTURBATIONS, REFRESHED_INPUTS, STATIC_INPUTS, make_inputs, make_outputs, oracle, oracle_at,
+                     refresh_inputs)
 
 CARD_ID = "flydsl_mxfp8_8wave_gemm"
 
@@ -81,5 +82,6 @@ PROBLEM = Problem(
     # per timed call: fresh activations on the device, the weight static, sampled elements checked
     static_inputs=STATIC_INPUTS,
     refresh_inputs=refresh_inputs,
+    refreshed_inputs=REFRESHED_INPUTS,
     oracle_at=oracle_at,
 )

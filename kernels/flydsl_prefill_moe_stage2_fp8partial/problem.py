@@ -158,6 +158,7 @@ PROBLEM = Problem(
     hidden_shapes=HIDDEN_SHAPES,
     static_inputs=(),
     refresh_inputs=refresh_inputs,
+    refreshed_inputs=("a2", "topk_weights"),  # the weights and the routing stay (reloaded, checked, not copied)
     oracle_at=oracle_at,
     kernel_name_check=check_kernel_names,
     emulation=EMULATION,

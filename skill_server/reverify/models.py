@@ -70,7 +70,12 @@ class ReverifyRun(BaseModel):
         rows = [("card", "platform", "status", "reason")]
         rows += [(c.card_id, c.platform, c.status, short(c.reason, 90)) for c in self.cards]
         widths = [max(len(r[i]) for r in rows) for i in range(3)]
-        return "\n".join(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}" for r in rows)
+        lines = [f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}" for r in rows[:1]]
+        for card, row in zip(self.cards, rows[1:]):
+            lines.append(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}")
+            # a shape without a speed verdict says why under its card (the box, or the arms?)
+            lines += [f"  {o.shape}: {o.verdict or 'no result'}: {short(o.reason, 110)}" for o in card.shapes if o.reason]
+        return "\n".join(lines)
 
 
 class ReverifyProgress(BaseModel):

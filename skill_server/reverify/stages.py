@@ -110,7 +110,8 @@ def verifier_outcomes(report: Any, shapes: list[str], candidate: str, baseline: 
             continue
         ab = s.timing.ab if s.timing is not None else None
         interval = (ab.ci_low, ab.ci_high) if ab is not None and ab.ci_low and ab.ci_high else None
-        outcomes.append(ShapeOutcome(shape=key, verdict=s.verdict, speedup=ab.speedup if ab else None, interval=interval))
+        outcomes.append(ShapeOutcome(shape=key, verdict=s.verdict, speedup=ab.speedup if ab else None, interval=interval,
+                                     reason=_undecided_reason(s)))
         if s.verdict == "FAIL":
             problems.append(f"{text}: {s.verdict} ({'; '.join(_problems(s)) or 'parity'})")
         elif s.verdict == "ERROR":
@@ -124,6 +125,19 @@ def verifier_outcomes(report: Any, shapes: list[str], candidate: str, baseline: 
                                   + "; ".join(undecided)), outcomes
     return StageResult(name="verifier", status="PASS", detail=detail,
                        reason=f"parity held on {len(outcomes)} shape(s): {candidate} vs {baseline}"), outcomes
+
+
+def _undecided_reason(s: Any) -> str:
+    """Why a shape has no speed verdict (INCONCLUSIVE, ERROR, FAIL): the stages that say so; empty
+    for a decided shape. A user reading INCONCLUSIVE must learn whether the box or the arms were the cause."""
+    if s.verdict in ("FASTER", "SLOWER", "NO_DIFFERENCE"):
+        return ""
+    named = [f"{name}: {st.reason}" for name, st in s.stages.items()
+             if st.status in ("FAIL", "ERROR") and st.reason]
+    timing = s.stages.get("timing")
+    if s.verdict == "INCONCLUSIVE" and timing is not None and timing.reason and timing.status not in ("FAIL", "ERROR"):
+        named.append(f"timing: {timing.reason}")  # the timing stage itself PASSes: the box gave no verdict
+    return short("; ".join(named), 600)
 
 
 def _problems(s: Any) -> list[str]:

@@ -177,6 +177,28 @@ class ArmRuntime:
         self.pending = []
         return {"ok": True, "ms": ms}
 
+    def profile_warm(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """One empty profiler session on ``msg["device"]``, before anything is timed: the first
+        start of the GPU profiler in a process costs seconds of host work (loading CUPTI: 5-6.5 s
+        on the H200, with or without a context; a second start 1 ms). The judge has every arm
+        it will profile do it side by side while it starts, not after the timing. Torch's
+        profiler tears CUPTI down at the end of a session: a cuBLAS GEMM timed 0.1759 ms before
+        and after (bench/results/h200_profiler_start)."""
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        device = str(msg.get("device", ""))
+        if not device.startswith("cuda"):
+            return {"ok": True, "seconds": 0.0}
+        t0 = time.perf_counter()
+        torch.cuda.set_device(torch.device(device))  # the context, if CUPTI makes one, on the judge's device
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+        prof.prepare_trace()
+        prof.start_trace()
+        prof.stop_trace()
+        del prof, torch
+        return {"ok": True, "seconds": round(time.perf_counter() - t0, 3)}
+
     def profile_start(self, _msg: dict[str, Any]) -> dict[str, Any]:
         from torch.profiler import ProfilerActivity, profile
 
@@ -221,7 +243,7 @@ def serve(sock: socket.socket) -> None:
     runtime = ArmRuntime(sock)
     handlers = {"build": None, "call": runtime.call, "timed": runtime.timed, "times": runtime.times,
                 "link": runtime.link, "chain": runtime.chain,
-                "profile_start": runtime.profile_start, "pcall": runtime.pcall,
+                "profile_warm": runtime.profile_warm, "profile_start": runtime.profile_start, "pcall": runtime.pcall,
                 "profile_stop": runtime.profile_stop, "release": runtime.release}
     while True:
         try:

@@ -51,6 +51,7 @@ from verifiers.ipc import channel
 from verifiers.ipc.job import JudgeJob
 from verifiers.judge.blame import Blame
 from verifiers.judge.parity import baseline_ref, candidate_case, plan_for, rules_from, summarize
+from verifiers.judge.profiler_warm import EarlyProfiler
 from verifiers.judge.profiling import candidate_signature, judge_traces, profile_arms
 from verifiers.judge.session import Arm, Session, TreeWatch
 from verifiers.judge.timing import TimingStage
@@ -229,6 +230,8 @@ class Judge:
                 self.stage(label, current, "ERROR", tb)
             self.skip_rest(list(self.reports), "harness error in an earlier stage")
         finally:
+            if getattr(self, "early", None) is not None:
+                self.early.close()
             for arm in list(self.arms):
                 arm.handle.close()
             self.zygote.close()
@@ -309,16 +312,54 @@ class Judge:
             out.append({"dir": str(prefix), "digests": digests})
         self.writer.send("bytecode", {"prefixes": out})
 
+    def _early_candidate(self, label: str) -> None:
+        """Fork the process the candidate of ``label`` will run in, and have it load the
+        profiler now (``verifiers.judge.profiler_warm``); it holds trusted code only until
+        ``greet`` hands it the candidate, after the baseline was timed alone."""
+        if not self.early.enabled:
+            return
+        try:
+            self.next_candidate = self.spawn(f"candidate {self.spec.label}", "candidate", False, None)
+        except Blame as exc:
+            self.progress.note(f"{label}: the candidate's process could not be forked early ({exc.reason}); "
+                               "it starts later")
+            self.next_candidate = None
+            return
+        self.watch.expect(self.next_candidate)
+        self.early.warm(self.next_candidate)
+
+    def _start_marks(self):  # noqa: ANN202 - a closure
+        """Where the judge's start goes (seconds per step, into the first shape's phase_seconds):
+        ``start_load`` is the judge's own start (torch, the problem, the device) up to here."""
+        self.start_phases: dict[str, float] = {"start_load": round(time.perf_counter() - self.t_start, 3)}
+        last = [time.perf_counter()]
+
+        def mark(name: str) -> None:
+            now = time.perf_counter()
+            self.start_phases[name] = round(now - last[0], 3)
+            last[0] = now
+        return mark
+
     def _verify(self) -> None:
         opts = self.options
         base_builder = {"kind": "arm", "target": self.base_arm.name, "function": None}
         name = self.base_arm.name
+        mark = self._start_marks()
         if not self._prepare_arms():
             return
+        mark("start_prepare")
+        early = self.device.is_gpu if opts.profiler_warm_early is None else opts.profiler_warm_early
+        self.early = EarlyProfiler(bool(opts.profile and early and self.timed),
+                                   str(self.device.torch_device), opts.load_timeout_s, self.progress.note)
+        self.next_candidate = None
         try:
             self.zygote.wait_ready(opts.load_timeout_s)
+            mark("start_zygote")
+            self._early_candidate(self.labels[0])
             self.a = self.spawn(f"baseline {name} (A)", "baseline", True, self.zygote.prefix)
             self.greet(self.a, "baseline", base_builder, opts.profile)
+            self.early.warm(self.a)
+            mark("start_baseline")
         except (Blame, Exception) as exc:
             reason = exc.reason if isinstance(exc, Blame) else f"{type(exc).__name__}: {exc}"
             for label in self.reports:
@@ -333,7 +374,9 @@ class Judge:
         self.a_prefix_digests = tree_digests(self.a.prefix)
         self.template = self.prefix_copy(self.a.prefix)
         self.zygote.seal()
-        self.a.handle.suspend()
+        if not self.early.enabled:  # else A loads its profiler meanwhile: suspended once that is done
+            self.a.handle.suspend()
+        mark("start_manifest")
         # from here on bytecode is compiled in memory: nothing a candidate writes can be read
         sys.pycache_prefix = tempfile.mkdtemp(prefix="verifier-empty-pycache-", dir=self.tmp)
         sys.dont_write_bytecode = True
@@ -342,6 +385,7 @@ class Judge:
         if self.timed:  # the candidate proper may start only once the baseline was timed alone
             self.progress.step("probing the candidate")
             failure = self._probe()
+            mark("start_probe")
         if failure is not None:
             for label in self.reports:
                 self.stage(label, "load", "FAIL", failure)
@@ -360,6 +404,10 @@ class Judge:
             except Blame as exc:
                 for label in self.reports:
                     self.stage(label, "timing", "ERROR", f"the second baseline process could not be loaded: {exc.reason}")
+        mark("start_second_baseline")
+        self.early.wait()  # nothing is timed while a profiler loads
+        self.a.handle.suspend()
+        mark("start_profiler_wait")
         hidden_labels = [lbl for lbl, _ in self.hidden]
         self.started_s = time.perf_counter() - self.t_start
         self.pending_profiles: dict[str, tuple[Any, Any, float]] = {}  # label -> (session, candidate records, t)
@@ -451,9 +499,15 @@ class Judge:
         phases = self.reports[label].phase_seconds
         if label == self.labels[0]:
             phases["start"] = round(getattr(self, "started_s", 0.0), 3)
-        self.progress.step(f"{label}: baseline references for {len(plans)} parity cases (no candidate process)")
+            phases.update(getattr(self, "start_phases", {}))
+        if self.next_candidate is None:
+            self._early_candidate(label)  # its profiler loads beside the baseline references
+        self.progress.step(f"{label}: baseline references for {len(plans)} parity cases (no candidate code loaded)")
         refs = {p.key: baseline_ref(sessions[p.label], self.a, p, self.rules) for p in plans}
         phases["baseline_refs"] = round(time.perf_counter() - t, 3)
+        waited = self.early.wait()  # nothing is timed while a profiler loads
+        if waited > 0.05:
+            phases["profiler_wait"] = round(waited, 3)
         t_solo = time.perf_counter()
         solo = None
         timing_stage = None
@@ -473,7 +527,11 @@ class Judge:
         self.progress.step(f"{label}: starting the candidate")
         t_cand = time.perf_counter()
         try:
-            cand = self.start_arm(f"candidate {self.spec.label}", "candidate", False, self._builder(), opts.profile)
+            early, self.next_candidate = self.next_candidate, None
+            if early is not None:  # forked and warmed before the baseline was timed; its code arrives now
+                cand = self.greet(early, "candidate", self._builder(), opts.profile)
+            else:
+                cand = self.start_arm(f"candidate {self.spec.label}", "candidate", False, self._builder(), opts.profile)
             phases["candidate_start"] = round(time.perf_counter() - t_cand, 3)
         except Blame as exc:
             for lbl in [label] + hidden_labels:

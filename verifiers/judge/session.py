@@ -86,6 +86,7 @@ class Session:
     rng: random.Random  # seeded from os.urandom in the judge; never leaves the judge
     deadline: float  # time.monotonic() by which the shape must be done
     changing: list[str] = field(default_factory=list)
+    refresh_checked: bool = False  # the first refresh of the shape was checked (``stage``)
 
     # -- values and the oracle -------------------------------------------------------
     def values_for(self, seed: int, perturbation: str | None = None) -> dict[str, "torch.Tensor"]:
@@ -188,15 +189,38 @@ class Session:
 
     def stage(self, template: Mapping[str, "torch.Tensor"], n: int) -> list[dict[str, "torch.Tensor"]]:
         """``n`` sets of fresh values in the judge's private memory (never in a shared pool),
-        one per coming call; the static inputs are the template's own tensors. Nothing of a
-        set reaches an arm before ``load`` writes it for that arm's call."""
+        one per coming call; the static inputs, and the inputs the problem's refresh does not
+        write (``Problem.refreshed_inputs``), are the template's own tensors. Nothing of a set
+        reaches an arm before ``load`` writes it for that arm's call."""
         in_place = self.problem.refresh_inputs is not None
+        copied = self.refreshed() if in_place else self.changing
         out = []
         for _ in range(n):
-            values = {k: (v.clone() if in_place and k in self.changing else v) for k, v in template.items()}
-            self.refresh(values)
+            values = {k: (v.clone() if in_place and k in copied else v) for k, v in template.items()}
+            if in_place and not self.refresh_checked:
+                self._refresh_checked_once(values, copied)
+            else:
+                self.refresh(values)
             out.append(values)
         return out
+
+    def refreshed(self) -> list[str]:
+        """The changing inputs a staged call gets its own copy of."""
+        declared = self.problem.refreshed_inputs
+        return list(self.changing) if declared is None else [n for n in self.changing if n in declared]
+
+    def _refresh_checked_once(self, values: dict[str, "torch.Tensor"], copied: list[str]) -> None:
+        """The first refresh of a shape, checked: the tensors shared with the template (not
+        declared refreshed) must come out of it bitwise unchanged, or the shared template would
+        be corrupted silently (the problem's fault: ERROR)."""
+        shared = [n for n in self.changing if n not in copied]
+        before = {n: values[n].clone() for n in shared}
+        self.refresh(values)
+        written = [n for n in shared if not tensors.bitwise_equal(values[n], before[n])]
+        del before
+        if written:
+            raise Blame(f"problem.refresh_inputs wrote {written}, which Problem.refreshed_inputs does not declare")
+        self.refresh_checked = True
 
     def load(self, bound: BoundSet, values: dict[str, "torch.Tensor"]) -> float:
         """One staged set into the arm's buffers, poisoned outputs, cache flush: everything the
@@ -464,6 +488,11 @@ class TreeWatch:
             for pid, other in self.arms.items():
                 if other.trusted:
                     self._guard(pid, other.label)
+
+    def expect(self, arm: Arm) -> None:
+        """An arm process forked ahead of its code (``verifiers.judge.profiler_warm``): known, so
+        not a stray, and its descendants watched; the candidate has not started until ``add``."""
+        self.arms[arm.handle.pid] = arm
 
     def _guard(self, pid: int, label: str) -> None:
         profile = procwatch.sched_profile(pid) if pid else None

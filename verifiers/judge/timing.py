@@ -67,6 +67,8 @@ PREP_NOISE_FACTOR, PREP_AA_REL = 2.0, 0.5
 AA_GAP_FACTOR = 2.0  # the A/B's clock gaps may differ by twice what the A/A's two baseline processes did
 SLOW_CALL_MS = 100.0  # calls at least this slow get blocks of 2 calls by default (see calls_per_block)
 WARMUP_PROBE_CALLS = 3  # the first warm-up batch: its cost per call sizes the next ones
+TIMED_ARMS = 3  # A, A' and the candidate hold buffer sets at one shape
+MEMORY_SHARE = 0.5  # of the device's free memory, for their sets (staging, arms' own work: the rest)
 GROSS = 4.0  # a check failed by more than this x its bound is a FAIL even on a loaded box
 
 
@@ -308,6 +310,8 @@ class TimingStage:
         # failures that load on the box can explain: (message, how far past its bound)
         self.soft: list[tuple[str, float]] = []
         self.aa_gap_diff = 0.0  # how far the A/A's two baseline processes' clock gaps differed
+        self.sets_per_arm: int | None = None  # buffer sets per arm at this shape (``_sets_per_arm``)
+        self.memory_note: str | None = None
 
     # -- clocks ----------------------------------------------------------------------
     def primary(self, c: "CallTiming") -> float:
@@ -338,10 +342,36 @@ class TimingStage:
 
     # -- arms ------------------------------------------------------------------------
     def setup(self, arm: "Arm") -> TimedArm:
-        sets = [self.s.bind(arm, self.s.values_for(self.s.fresh_seed())) for _ in range(self.cfg.rotating_sets)]
+        first = self.s.values_for(self.s.fresh_seed())
+        n = self._sets_per_arm(first)
+        sets = [self.s.bind(arm, first)] + [self.s.bind(arm, self.s.values_for(self.s.fresh_seed())) for _ in range(n - 1)]
         timed = TimedArm(arm, sets, checks.SampleChecks(self.rules.rtol, self.rules.atol))
         self.timed.append(timed)
         return timed
+
+    def _sets_per_arm(self, values: dict[str, "torch.Tensor"]) -> int:
+        """``rotating_sets``, or fewer where the three timed arms' sets would not fit in half the
+        device's free memory (a set is its shared inputs and outputs plus the judge's private
+        copy of the inputs: ~15 GiB at the MoE card's DeepSeek shape, where 9 sets ran the H200
+        out of memory). Values are fresh before every call whatever the count; decided once
+        per shape, at the first arm's set-up."""
+        if self.sets_per_arm is not None:
+            return self.sets_per_arm
+        n = self.cfg.rotating_sets
+        if self.gpu:
+            import torch
+
+            inputs = sum(v.numel() * v.element_size() for v in values.values())
+            outputs = sum(v.numel() * v.element_size() for v in self.s.make_outputs().values())
+            per_set = 2 * inputs + outputs
+            free, _total = torch.cuda.mem_get_info(self.s.device.torch_device)
+            fit = int(MEMORY_SHARE * free // max(TIMED_ARMS * per_set, 1))
+            if fit < n:
+                n = max(1, fit)
+                self.memory_note = (f"buffer sets per arm: {n} of {self.cfg.rotating_sets} (a set takes "
+                                    f"{per_set / 2**30:.1f} GiB; {free / 2**30:.1f} GiB of device memory free)")
+        self.sets_per_arm = n
+        return n
 
     def release(self) -> None:
         """Free every buffer set of every arm timed here (the judge's device memory for this
@@ -522,7 +552,8 @@ class TimingStage:
 
     def staged_set_bytes(self, t: TimedArm) -> int:
         values = t.sets[0].values
-        return sum(values[n].numel() * values[n].element_size() for n in self.s.changing if n in values)
+        copied = self.s.refreshed() if self.s.problem.refresh_inputs is not None else self.s.changing
+        return sum(values[n].numel() * values[n].element_size() for n in copied if n in values)
 
     def rounds(self, a: TimedArm | list[TimedArm], b: TimedArm, n: int, k: int, offset: int) -> list[RoundCalls]:
         """``a`` a list: round r's A side is ``a[r % len(a)]`` (baseline processes alternating)."""
@@ -602,6 +633,8 @@ class TimingStage:
         self.box = BoxLoad()
         self.box.start()
         a, a2 = self.setup(a_arm), self.setup(a2_arm)
+        if self.memory_note:
+            result.notes.append(self.memory_note)
         result.changing_inputs = list(self.s.changing)
         if not self.s.changing:
             result.notes.append("every input is declared static: values are not changed between calls")
@@ -613,7 +646,7 @@ class TimingStage:
         result.timer_floor_ms, result.cross_timer_floor_ms = floor
         k = self.calls_per_block([w.wall_per_call_ms for w in result.warmup], self.staged_set_bytes(a))
         n = self.cfg.aa_rounds or self.cfg.rounds
-        self.say(f"A/A control: {n} rounds x 4 blocks x {k} calls (no candidate process exists)")
+        self.say(f"A/A control: {n} rounds x 4 blocks x {k} calls (the candidate's code is not loaded yet)")
         data = self.rounds(a, a2, n, k, 0)
         result.aa = self.comparison("A/A", a.arm.label, a2.arm.label, k, data, self.primary, primary_name, floor[0])
         result.aa_cross = self.comparison("A/A", a.arm.label, a2.arm.label, k, data, self.cross, cross_name, floor[1])
@@ -693,9 +726,14 @@ class TimingStage:
             result.gate_pad_us = self.pad.us
             late = [t for t in arms if t.arm.trusted and t.timed_calls and t.late > self.cfg.late_limit * t.timed_calls]
             if late and result.inconclusive is None:
-                result.inconclusive = (f"{late[0].arm.label}: {late[0].late} of {late[0].timed_calls} calls were queued "
-                                       "after the judge's ready had fired (host time inside the clocks): the host "
-                                       "could not keep ahead of the device (a loaded box?)")
+                t = late[0]
+                # every call late on a quiet box is the arm's own doing: its launch waits for the
+                # device (.item(), .cpu(), a blocking copy), so it cannot queue ahead of the gate
+                why = ("its launch waits for the device inside the call (a host synchronisation such as "
+                       ".item(), .cpu(), a flag read back or a blocking copy), or the box is loaded"
+                       if t.late >= t.timed_calls else "the host could not keep ahead of the device (a loaded box?)")
+                result.inconclusive = (f"{t.arm.label}: {t.late} of {t.timed_calls} calls were queued after the "
+                                       f"judge's ready had fired (host time inside the clocks): {why}")
                 result.verdict = None
         loaded = result.box_load.describe() if result.box_load is not None and result.box_load.loaded else None
         if result.neighbours:
