@@ -264,3 +264,19 @@ def test_an_inconclusive_shape_says_why_in_the_reverify_answer():
     _, outcomes = verifier_outcomes(report, ["1024x5120x2048", "4096x8192x1280"], "x", "y")
     assert why in outcomes[0].reason and outcomes[0].reason.startswith("timing: ")
     assert outcomes[1].reason == ""  # a decided shape needs no excuse
+
+
+def test_a_shape_with_more_than_three_dims_is_found_in_the_report():
+    """The MoE card's shapes are written M=..,N=..,K=..,E=..,top_k=..; the verifier labels its
+    shape reports with the values only (16384x2880x2880x128x4). The H200 reverify of
+    2026-12-02 said "no result for shape" for both MoE shapes although both had been verified."""
+    from verifiers.report import ShapeReport, StageResult as VStage, VerificationReport
+    from skill_server.reverify.stages import verifier_outcomes
+
+    dims = {"M": 16384, "N": 2880, "K": 2880, "E": 128, "top_k": 4}
+    shape = ShapeReport(shape="16384x2880x2880x128x4", dims=dims, verdict="FASTER",
+                        stages={"timing": VStage(name="timing", status="PASS", reason="speedup 1.015")})
+    stage, outcomes = verifier_outcomes(VerificationReport(problem="p", candidate="arm:x", shape_reports=[shape]),
+                                        ["M=16384,N=2880,K=2880,E=128,top_k=4"], "x", "y")
+    assert stage.status == "PASS", stage.reason
+    assert outcomes[0].verdict == "FASTER" and outcomes[0].reason == ""

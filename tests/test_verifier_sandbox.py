@@ -109,7 +109,7 @@ class World:
         out = [f"planted {p}" for p in self.planted if p.exists()]
         out += [f"wrote {p}" for p in self.home.rglob("*") if p.is_file()]
         out += [f"planted {p}" for p in self.jit.rglob("*") if p.is_file()] if self.jit.exists() else []
-        out += [f"planted {p}" for p in self.bytecode.rglob("*") if p.is_file()]
+        out += [f"planted {p}" for p in self._untrusted_bytecode()]
         if (self.state / "ledger.sqlite").read_bytes() != b"SQLite format 3\0":
             out.append("ledger changed")
         for name, listener in (("tcp", self.tcp), ("abstract unix", self.unix)):
@@ -120,6 +120,30 @@ class World:
                 pass
         if self.signals:
             out.append(f"{self.signals} signal(s) reached the judge")
+        return out
+
+    def _untrusted_bytecode(self) -> list[Path]:
+        """Files in the verifier's persisted bytecode cache that it did not write itself: the
+        judge keeps its trusted baselines' bytecode there (``verifiers.launch.bytecode``), each
+        file listed in the manifest with its digest; anything else, an unlisted file, a file whose
+        digest is not the manifest's, or a manifest that is no longer the judge's JSON, was planted."""
+        import json
+
+        out = []
+        for manifest_path in self.bytecode.rglob(bytecode.MANIFEST):
+            try:
+                listed = json.loads(manifest_path.read_text())
+                assert isinstance(listed, dict)
+            except (ValueError, AssertionError):
+                out.append(manifest_path)
+        for path in self.bytecode.rglob("*"):
+            if not path.is_file() or path.name in (bytecode.MANIFEST, ".lock"):
+                continue
+            folder = next((p for p in path.parents if (p / bytecode.MANIFEST).is_file()), None)
+            listed = json.loads((folder / bytecode.MANIFEST).read_text()) if folder is not None else {}
+            rel = str(path.relative_to(folder)) if folder is not None else ""
+            if not isinstance(listed, dict) or listed.get(rel) != bytecode._digest(path):
+                out.append(path)
         return out
 
     def close(self) -> None:

@@ -70,10 +70,11 @@ class VerifyOptions(BaseModel):
     # runtime signature / segment
     profile: bool = True
     profile_calls: int = Field(3, ge=1)
-    profiler_warm_early: bool | None = Field(
-        None, description="the profiled arms load the profiler while the judge starts, not after the timing "
-                          "(seconds per verdict on a GPU); None: on GPUs only, True: on CPUs too (a no-op load "
-                          "there: the candidate's process is still forked early), False: never")
+    profiler_warm_early: bool = Field(
+        False, description="the profiled arms load the profiler while the judge starts, not after the timing: "
+                           "~1 s less per verdict on the H200, but there the judge's clock then read the baseline "
+                           "~1 % slower in A/A runs (judge-clock power lost: see docs/verifier.md); off by default. "
+                           "On a CPU the load is a no-op and only the candidate's early fork is exercised")
     candidate_required: list[str] = Field(default_factory=list, description="extra kernel regexes the candidate must run")
     candidate_forbidden: list[str] = Field(default_factory=list)
     candidate_launches_per_iter: int | None = Field(None, ge=1)

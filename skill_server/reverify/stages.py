@@ -99,7 +99,8 @@ def verifier_outcomes(report: Any, shapes: list[str], candidate: str, baseline: 
             elif s.verdict == "ERROR":
                 undecided.append(f"hidden shape {s.shape}: ERROR ({'; '.join(_problems(s)) or 'harness'})")
             continue
-        by_shape[_key(s.shape)] = s
+        # the report's label spells only the values (16384x2880x2880x128x4); its dims name them
+        by_shape[shape_text(dict(s.dims)) if s.dims else _key(s.shape)] = s
     outcomes = []
     for text in shapes:
         key = _key(text)

@@ -348,8 +348,7 @@ class Judge:
         if not self._prepare_arms():
             return
         mark("start_prepare")
-        early = self.device.is_gpu if opts.profiler_warm_early is None else opts.profiler_warm_early
-        self.early = EarlyProfiler(bool(opts.profile and early and self.timed),
+        self.early = EarlyProfiler(bool(opts.profile and opts.profiler_warm_early and self.timed),
                                    str(self.device.torch_device), opts.load_timeout_s, self.progress.note)
         self.next_candidate = None
         try:

@@ -12,6 +12,13 @@ profiler running trusted code only: the candidate's module is imported into it (
 the baseline was timed alone, as before. Nothing is timed while any warm-up runs: the judge
 waits for them before the first timed phase. A warm-up that fails is noted and costs nothing
 but time: the profiling stage then starts the profiler itself, as it always could.
+
+Off by default (``VerifyOptions.profiler_warm_early``): on the H200 (2026-12-02, 20 A/A runs) it
+cut the median verdict from 15.8 s to 14.8 s with the arm-clock precision unchanged (A/A
+half-width 0.14 % / 0.32 %, 20/20 NO_DIFFERENCE), but the judge's own clock then read the
+baseline 0.6-1.4 % slower than the candidate in every A/A run (0.994-1.002 without it), which
+widened that clock's floor: 2 of 11 FASTER power tests read NO_DIFFERENCE. The cause is not
+known yet; ``bench/profiler_warm_aa.py`` is the measurement that decides it.
 """
 from __future__ import annotations
 
