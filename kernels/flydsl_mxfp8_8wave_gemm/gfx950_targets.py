@@ -199,20 +199,29 @@ EMU_8W_TAIL = {"M": 320, "N": 256, "K": 384}  # 256 + 64 rows, 2 N blocks of 128
 EMU_8W_WIDE = {"M": 256, "N": 256, "K": 256}  # one full 256x256 block
 EMU_8W_WIDE_TAIL = {"M": 320, "N": 512, "K": 384}  # 256 + 64 rows, 2 N blocks of 256, 3 K steps
 
+#: what a tail shape (EMU_8W_TAIL, EMU_8W_WIDE_TAIL: 2 N blocks of the tile's block_n) exercises
+TAIL_8W = "M tail (320 = 256 + 64), 2 N blocks, 3 K steps"
+
+
+def _tile_8w(arm: str, block_n: int, stores: str, what: str, shapes: dict[str, tuple[dict, str]]) -> list[EmulatedArm]:
+    """One 8-wave tile declared once, emulated at each of ``shapes``: emulated arm name -> (dims,
+    what that shape exercises, appended to ``what``)."""
+    return [_emulated_8w(name, arm, dims, block_n, stores, f"{what}, {where}")
+            for name, (dims, where) in shapes.items()]
+
+
 EMULATED_ARMS += [
     # the card's recipe (flydsl_8wave): pick_block_n -> 128 (launch-starved), permlane16_swap stage
-    _emulated_8w("w8_recipe_small", "flydsl_8wave", EMU_8W_SMALL, 128, "permlane",
-                 "recipe (pick_block_n -> 128): permlane16_swap stores, 128 of 256 rows, 2 K steps"),
-    _emulated_8w("w8_bn128_permlane_tail", "flydsl_8wave", EMU_8W_TAIL, 128, "permlane",
-                 "recipe (pick_block_n -> 128): permlane16_swap stores, M tail (320 = 256 + 64), 2 N blocks, 3 K steps"),
+    *_tile_8w("flydsl_8wave", 128, "permlane", "recipe (pick_block_n -> 128): permlane16_swap stores",
+              {"w8_recipe_small": (EMU_8W_SMALL, "128 of 256 rows, 2 K steps"),
+               "w8_bn128_permlane_tail": (EMU_8W_TAIL, TAIL_8W)}),
     # the wide-grid row's tile: permlane16_swap + ds_bpermute transpose, 64-byte row stores
-    _emulated_8w("w8_bn256_permlane", "flydsl_8wave_bn256", EMU_8W_WIDE, 256, "permlane",
-                 "block_n=256: permlane16_swap + ds_bpermute, 64-byte row stores, one 256x256 block, 2 K steps"),
-    _emulated_8w("w8_bn256_permlane_tail", "flydsl_8wave_bn256", EMU_8W_WIDE_TAIL, 256, "permlane",
-                 "block_n=256: permlane16_swap + ds_bpermute, M tail (320 = 256 + 64), 2 N blocks, 3 K steps"),
-    # the ablation: the same kernel with the 8-byte swap-ab stores (no lane exchange)
+    *_tile_8w("flydsl_8wave_bn256", 256, "permlane", "block_n=256: permlane16_swap + ds_bpermute",
+              {"w8_bn256_permlane": (EMU_8W_WIDE, "64-byte row stores, one 256x256 block, 2 K steps"),
+               "w8_bn256_permlane_tail": (EMU_8W_WIDE_TAIL, TAIL_8W)}),
+    # the ablation: the same kernel with the 8-byte swap-ab stores (no lane exchange), a block_n per shape
     _emulated_8w("w8_bn256_direct", "flydsl_8wave_direct", EMU_8W_WIDE, 256, "direct",
                  "8-byte swap-ab stores, block_n=256: one CTA, two 128-K steps"),
     _emulated_8w("w8_bn128_direct_tail", "flydsl_8wave_direct", EMU_8W_TAIL, 128, "direct",
-                 "8-byte swap-ab stores, block_n=128: an M tail (320 = 256 + 64), 2 N blocks, 3 K steps"),
+                 f"8-byte swap-ab stores, block_n=128: an {TAIL_8W}"),
 ]
