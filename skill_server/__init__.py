@@ -1,8 +1,10 @@
 """Expert-skill knowledge server: cards, matching, ledger, MCP and CLI adapters.
 
-File locations (the embedded cards, the ledger's and caches' defaults) come from
-:mod:`verifiers.locations`, the one place that tells a checkout from an installed wheel.
+File locations: the code layout (the embedded cards, checkout or wheel) and the cache folder
+come from :mod:`verifiers.locations`; where the application's state lives (ledger, signing
+key, drafts) from :mod:`skill_server.locations`.
 """
+from skill_server.locations import state_dir
 from verifiers.locations import (
     INSTALLED,
     PROJECT_ROOT,
@@ -10,7 +12,6 @@ from verifiers.locations import (
     cache_dir,
     embedded_write_problem,
     is_embedded,
-    state_dir,
 )
 
 #: the folder holding the embedded ``skills/`` and ``kernels/`` (the repository root in a checkout)

@@ -14,8 +14,10 @@ import threading
 from collections.abc import Callable
 
 from skill_server.cards.schema import VerifierBinding
+from skill_server.locations import secret_folders
 from skill_server.service.errors import VerificationCancelled
 from verifiers.api import VerifyCancelled, verify
+from verifiers.arms import sandbox
 from verifiers.options import VerifyOptions
 from verifiers.report import VerificationReport
 
@@ -29,6 +31,8 @@ def run_card_verifier(binding: VerifierBinding, candidate: str, *, baseline: str
     """Verify ``candidate`` on the card's problem with the card's arms. Raises ValueError /
     KeyError for bad input before any process starts, ``VerificationCancelled`` when ``cancel``
     was set during the run (every process of the run stopped)."""
+    for folder in secret_folders():
+        sandbox.protect(folder)
     # lazy: the verifier's launch and timing modules (about a second of imports) stay off the
     # server's start-up path; they load with the first verification
 

@@ -36,6 +36,9 @@ __all__ = ["Settings", "SettingsError", "env_name", "settings"]
 
 
 class Settings(VerifierSettings):
+    # the application's state: where it lives is the application's decision (skill_server.locations)
+    state_dir: Path | None = Field(None, description="a folder for state (ledger, signing key)")
+    ledger: str | None = Field(None, description="a ledger file or a postgresql:// URL")
     skills_dir: Path | None = Field(None, description="a folder of <card>/SKILL.md")
     key: Path | None = Field(None, description="a signing key file")
     user: str | None = Field(None, description="a name to record results under")

@@ -125,10 +125,10 @@ def test_wheel_embeds_every_card_and_kernel_file_under_skill_kernels(built):
 
 
 def test_installed_package_runs_from_the_venv_and_keeps_state_in_user_folders(venv):
-    probe = ("import json, skill_server, skill_kernels, verifiers.locations as l;"
+    probe = ("import json, skill_server, skill_kernels, verifiers.locations as l, skill_server.locations as app;"
              "import skill_kernels.flydsl_fp8_blockscale_gemm.problem as p;"
              "print(json.dumps({'server': skill_server.__file__, 'problem': p.__file__, 'installed': l.INSTALLED,"
-             "'skills': str(skill_server.DEFAULT_SKILLS_DIR), 'state': str(l.state_dir()), 'cache': str(l.cache_dir())}))")
+             "'skills': str(skill_server.DEFAULT_SKILLS_DIR), 'state': str(app.state_dir()), 'cache': str(l.cache_dir())}))")
     got = json.loads(_run(venv, "python", "-c", probe).stdout)
     site, home = str(venv["site"]), str(venv["home"])
     assert got["installed"] is True

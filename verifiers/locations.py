@@ -1,25 +1,27 @@
-"""Where this installation's files are: the embedded cards and kernels, and the state it writes.
+"""Where this installation's code is (the embedded cards and kernels), and the verifier's caches.
 
 One answer for two layouts (``verifiers/``, ``skill_server/`` and ``skill_kernels/`` are
 always siblings, so the folder above this package tells them apart):
 
 checkout (a git clone, also ``pip install -e .``)
-    the repository root holds ``skills/`` and ``kernels/``; the ledger goes to
-    ``<repo>/var/``, caches to ``<repo>/.cache/`` (both git-ignored), as always.
+    the repository root holds ``skills/`` and ``kernels/``; caches go to
+    ``<repo>/.cache/`` (git-ignored).
 installed (``pip install .``, a built wheel)
     the package folder ``skill_kernels/`` holds ``skills/`` and ``kernels/`` (the
-    wheel embeds the repository's two folders there, same layout, read-only); the
-    ledger goes to ``$XDG_STATE_HOME/gpu-skill-server`` (``~/.local/state/...``),
-    caches to ``$XDG_CACHE_HOME/gpu-skill-server`` (``~/.cache/...``). Nothing is
-    written into site-packages.
+    wheel embeds the repository's two folders there, same layout, read-only); caches go
+    to ``$XDG_CACHE_HOME/gpu-skill-server`` (``~/.cache/...``). Nothing is written into
+    site-packages.
 
 ``kernels/`` is never an importable top-level package in either layout (FlyDSL users put
 a checkout with its own ``kernels`` package on ``sys.path``): code imports the card kernels
 as ``skill_kernels.<card>``, whose ``__path__`` is :data:`KERNELS_DIR`.
 
-Overrides, in every layout: ``SKILL_SERVER_STATE_DIR`` (ledger and other state),
-``SKILL_SERVER_CACHE`` (caches), and the narrower ``SKILL_SERVER_LEDGER`` /
-``SKILL_SERVER_SKILLS_DIR`` read where they apply (all through ``verifiers.settings``).
+The cache folder (:func:`cache_dir`, ``SKILL_SERVER_CACHE`` through ``verifiers.settings``) is
+decided here because its files are the verifier's own (gfx950 compiles, decoded code objects,
+trusted bytecode, the baseline compile cache); the application keeps its catalog cache there
+too. The application's *state* (ledger, signing key, drafts) is not decided here:
+``skill_server.locations`` decides it, and the application tells the arm sandbox to keep arms
+out of it (``verifiers.arms.sandbox.protect``).
 """
 from __future__ import annotations
 
@@ -28,7 +30,6 @@ from pathlib import Path
 from verifiers.settings import verifier_settings
 
 APP_NAME = "gpu-skill-server"
-STATE_ENV = "SKILL_SERVER_STATE_DIR"
 CACHE_ENV = "SKILL_SERVER_CACHE"
 
 #: the folder holding the ``verifiers``, ``skill_server`` and ``skill_kernels`` packages
@@ -42,7 +43,8 @@ KERNELS_DIR = PROJECT_ROOT / "kernels"
 SKILLS_DIR = PROJECT_ROOT / "skills"
 
 
-def _xdg(var: str, fallback: str) -> Path:
+def user_folder(var: str, fallback: str) -> Path:
+    """This application's folder in the user's XDG base folder ``$var`` (else ``~/<fallback>``)."""
     base = os.environ.get(var)
     # the XDG spec: a relative path is invalid and must be ignored
     root = Path(base) if base and Path(base).is_absolute() else Path.home() / fallback
@@ -54,28 +56,12 @@ def is_embedded(project_root: Path | str) -> bool:
     return INSTALLED and Path(project_root).resolve() == PROJECT_ROOT
 
 
-def state_dir(project_root: Path | str | None = None) -> Path:
-    """Where the ledger (and other state) of ``project_root`` lives.
-
-    ``$SKILL_SERVER_STATE_DIR`` when set; else, for the embedded project of an installed
-    package, the user's state folder; else ``<project_root>/var`` (a checkout, or a card
-    folder of one's own given with ``--skills-dir``).
-    """
-    chosen = verifier_settings().state_dir
-    if chosen:
-        return Path(chosen).expanduser().resolve()
-    root = Path(project_root) if project_root is not None else PROJECT_ROOT
-    if is_embedded(root):
-        return _xdg("XDG_STATE_HOME", ".local/state")
-    return root.resolve() / "var"
-
-
 def cache_dir() -> Path:
     """``$SKILL_SERVER_CACHE``; else ``<repo>/.cache`` in a checkout, the user's cache folder when installed."""
     chosen = verifier_settings().cache
     if chosen:
         return Path(chosen).expanduser()
-    return _xdg("XDG_CACHE_HOME", ".cache") if INSTALLED else CODE_ROOT / ".cache"
+    return user_folder("XDG_CACHE_HOME", ".cache") if INSTALLED else CODE_ROOT / ".cache"
 
 
 def repo_path(rel: str) -> Path:

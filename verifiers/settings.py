@@ -80,8 +80,6 @@ class VerifierSettings(EnvironmentSettings):
     ld_lld: Path | None = Field(None, description="the ld.lld that links gfx950 code objects")
     llvm_objdump: Path | None = Field(None, description="the llvm-objdump (LLVM 22) the gfx950 emulator decodes with")
     cache: Path | None = Field(None, description="a folder for caches (gfx950 compiles, decoded code objects)")
-    state_dir: Path | None = Field(None, description="a folder for state (ledger, signing key)")
-    ledger: str | None = Field(None, description="a ledger file or a postgresql:// URL")
     emulator_lockstep: bool = Field(True, description="1/0: the gfx950 emulator runs waves in lockstep (0: one at a time)")
     emulator_batch_waves: int | None = Field(None, gt=0, description="a positive number of waves per lockstep batch")
     profile_max_bytes: int | None = Field(None, gt=0, description="a positive integer byte count")

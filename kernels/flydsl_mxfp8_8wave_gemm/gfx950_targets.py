@@ -60,28 +60,19 @@ def _config(waves_m: int, waves_n: int, k: int, scale_mode: str = "real") -> dic
     }
 
 
+def _target(name: str, waves_m: int, waves_n: int, k: int, description: str, scale_mode: str = "real",
+            expect_fail: tuple[str, ...] = ()) -> CompileTarget:
+    """The 4-wave kernel compiled with one parameter set (the compile and its reported config agree)."""
+    return CompileTarget(name=name, make=_maker(waves_m, waves_n, k, scale_mode), gates=GATES, description=description,
+                         config=_config(waves_m, waves_n, k, scale_mode), expect_fail=expect_fail)
+
+
 TARGETS = [
-    CompileTarget(
-        name="bm128_bn128_k2048",
-        make=_maker(2, 2, 2048),
-        gates=GATES,
-        description="default tile (2x2 waves), K=2048 (PR rows N=5120): real per-32 scales, swapped A/B",
-        config=_config(2, 2, 2048),
-    ),
-    CompileTarget(
-        name="bm64_bn256_k1280",
-        make=_maker(1, 4, 1280),
-        gates=GATES,
-        description="wide-N tile (1x4 waves), K=1280 (PR rows N=8192)",
-        config=_config(1, 4, 1280),
-    ),
-    CompileTarget(
-        name="bm256_bn64_k384",
-        make=_maker(4, 1, 384),
-        gates=GATES,
-        description="tall tile (4x1 waves), K=384: an odd number of 128-K steps (the peeled tail)",
-        config=_config(4, 1, 384),
-    ),
+    _target("bm128_bn128_k2048", 2, 2, 2048,
+            "default tile (2x2 waves), K=2048 (PR rows N=5120): real per-32 scales, swapped A/B"),
+    _target("bm64_bn256_k1280", 1, 4, 1280, "wide-N tile (1x4 waves), K=1280 (PR rows N=8192)"),
+    _target("bm256_bn64_k384", 4, 1, 384,
+            "tall tile (4x1 waves), K=384: an odd number of 128-K steps (the peeled tail)"),
 ]
 
 # --------------------------------------------------------------------------- 8-wave kernel
@@ -114,37 +105,31 @@ def _maker_8w(block_n: int, k: int, stores: str = "permlane", m: int = 256, n: i
     return make
 
 
+def _target_8w(name: str, block_n: int, k: int, gates: GateSpec, description: str, stores: str = "permlane",
+               expect_fail: tuple[str, ...] = ()) -> CompileTarget:
+    """The 8-wave kernel compiled with one parameter set (the compile and its reported config agree)."""
+    return CompileTarget(name=name, make=_maker_8w(block_n, k, stores), gates=gates, description=description,
+                         config=_config_8w(block_n, k, stores), expect_fail=expect_fail)
+
+
 TARGETS += [
-    CompileTarget(name="8w_bm256_bn256_k2048", make=_maker_8w(256, 2048), gates=GATES_8W,
-                  description="PR tile, wide grid (pick_block_n: >= 129 wide tiles), K=2048: swap-ab stores "
-                              "widened by v_permlane16_swap + ds_bpermute to 64-byte rows",
-                  config=_config_8w(256, 2048)),
-    CompileTarget(name="8w_bm256_bn128_k1280", make=_maker_8w(128, 1280), gates=GATES_8W_BN128,
-                  description="PR tile, launch-starved grid (pick_block_n -> 128), K=1280: permlane16_swap stage, "
-                              "16-byte stores",
-                  config=_config_8w(128, 1280)),
+    _target_8w("8w_bm256_bn256_k2048", 256, 2048, GATES_8W,
+               "PR tile, wide grid (pick_block_n: >= 129 wide tiles), K=2048: swap-ab stores "
+               "widened by v_permlane16_swap + ds_bpermute to 64-byte rows"),
+    _target_8w("8w_bm256_bn128_k1280", 128, 1280, GATES_8W_BN128,
+               "PR tile, launch-starved grid (pick_block_n -> 128), K=1280: permlane16_swap stage, 16-byte stores"),
 ]
 
 NEGATIVE_TARGETS = [
-    CompileTarget(name="neg_8w_direct_stores", make=_maker_8w(256, 2048, "direct"), gates=GATES_8W,
-                  description="WRONG on purpose: the 8-byte swap-ab stores without the lane-exchange stages",
-                  config=_config_8w(256, 2048, "direct"), expect_fail=("required", "forbidden")),
-    CompileTarget(
-        name="scales_pinned_1p0",
-        make=_maker(2, 2, 2048, "pinned"),
-        gates=GATES,
-        description="both scale operands the constant E8M0 1.0 (0x7F7F7F7F), the block-scale kernel's contract",
-        config=_config(2, 2, 2048, "pinned"),
-        expect_fail=("scaled_mfma",),
-    ),
-    CompileTarget(
-        name="scales_omitted",
-        make=_maker(2, 2, 2048, "omitted"),
-        gates=GATES,
-        description="fx.gemm without scale_a/scale_b: default scale 0, lowered to the unscaled MFMA",
-        config=_config(2, 2, 2048, "omitted"),
-        expect_fail=("scaled_mfma", "required", "forbidden"),
-    ),
+    _target_8w("neg_8w_direct_stores", 256, 2048, GATES_8W,
+               "WRONG on purpose: the 8-byte swap-ab stores without the lane-exchange stages",
+               "direct", ("required", "forbidden")),
+    _target("scales_pinned_1p0", 2, 2, 2048,
+            "both scale operands the constant E8M0 1.0 (0x7F7F7F7F), the block-scale kernel's contract",
+            "pinned", ("scaled_mfma",)),
+    _target("scales_omitted", 2, 2, 2048,
+            "fx.gemm without scale_a/scale_b: default scale 0, lowered to the unscaled MFMA",
+            "omitted", ("scaled_mfma", "required", "forbidden")),
 ]
 
 
@@ -199,20 +184,29 @@ EMU_8W_TAIL = {"M": 320, "N": 256, "K": 384}  # 256 + 64 rows, 2 N blocks of 128
 EMU_8W_WIDE = {"M": 256, "N": 256, "K": 256}  # one full 256x256 block
 EMU_8W_WIDE_TAIL = {"M": 320, "N": 512, "K": 384}  # 256 + 64 rows, 2 N blocks of 256, 3 K steps
 
+#: what a tail shape (EMU_8W_TAIL, EMU_8W_WIDE_TAIL: 2 N blocks of the tile's block_n) exercises
+TAIL_8W = "M tail (320 = 256 + 64), 2 N blocks, 3 K steps"
+
+
+def _tile_8w(arm: str, block_n: int, stores: str, what: str, shapes: dict[str, tuple[dict, str]]) -> list[EmulatedArm]:
+    """One 8-wave tile declared once, emulated at each of ``shapes``: emulated arm name -> (dims,
+    what that shape exercises, appended to ``what``)."""
+    return [_emulated_8w(name, arm, dims, block_n, stores, f"{what}, {where}")
+            for name, (dims, where) in shapes.items()]
+
+
 EMULATED_ARMS += [
     # the card's recipe (flydsl_8wave): pick_block_n -> 128 (launch-starved), permlane16_swap stage
-    _emulated_8w("w8_recipe_small", "flydsl_8wave", EMU_8W_SMALL, 128, "permlane",
-                 "recipe (pick_block_n -> 128): permlane16_swap stores, 128 of 256 rows, 2 K steps"),
-    _emulated_8w("w8_bn128_permlane_tail", "flydsl_8wave", EMU_8W_TAIL, 128, "permlane",
-                 "recipe (pick_block_n -> 128): permlane16_swap stores, M tail (320 = 256 + 64), 2 N blocks, 3 K steps"),
+    *_tile_8w("flydsl_8wave", 128, "permlane", "recipe (pick_block_n -> 128): permlane16_swap stores",
+              {"w8_recipe_small": (EMU_8W_SMALL, "128 of 256 rows, 2 K steps"),
+               "w8_bn128_permlane_tail": (EMU_8W_TAIL, TAIL_8W)}),
     # the wide-grid row's tile: permlane16_swap + ds_bpermute transpose, 64-byte row stores
-    _emulated_8w("w8_bn256_permlane", "flydsl_8wave_bn256", EMU_8W_WIDE, 256, "permlane",
-                 "block_n=256: permlane16_swap + ds_bpermute, 64-byte row stores, one 256x256 block, 2 K steps"),
-    _emulated_8w("w8_bn256_permlane_tail", "flydsl_8wave_bn256", EMU_8W_WIDE_TAIL, 256, "permlane",
-                 "block_n=256: permlane16_swap + ds_bpermute, M tail (320 = 256 + 64), 2 N blocks, 3 K steps"),
-    # the ablation: the same kernel with the 8-byte swap-ab stores (no lane exchange)
+    *_tile_8w("flydsl_8wave_bn256", 256, "permlane", "block_n=256: permlane16_swap + ds_bpermute",
+              {"w8_bn256_permlane": (EMU_8W_WIDE, "64-byte row stores, one 256x256 block, 2 K steps"),
+               "w8_bn256_permlane_tail": (EMU_8W_WIDE_TAIL, TAIL_8W)}),
+    # the ablation: the same kernel with the 8-byte swap-ab stores (no lane exchange), a block_n per shape
     _emulated_8w("w8_bn256_direct", "flydsl_8wave_direct", EMU_8W_WIDE, 256, "direct",
                  "8-byte swap-ab stores, block_n=256: one CTA, two 128-K steps"),
     _emulated_8w("w8_bn128_direct_tail", "flydsl_8wave_direct", EMU_8W_TAIL, 128, "direct",
-                 "8-byte swap-ab stores, block_n=128: an M tail (320 = 256 + 64), 2 N blocks, 3 K steps"),
+                 f"8-byte swap-ab stores, block_n=128: an {TAIL_8W}"),
 ]

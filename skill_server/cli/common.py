@@ -95,14 +95,3 @@ def handles_errors(fn: Callable[[A], int]) -> Callable[[A], int]:
             return EXIT_BAD_INPUT
 
     return wrapper
-
-
-def json_object(flag: str, text: str, what: str) -> dict[str, Any]:
-    """An option's JSON object (``what`` says which fields it holds); ValueError names the flag."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{flag}: not JSON ({exc.msg} at character {exc.pos})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{flag}: expected a JSON object of {what}")
-    return data

@@ -21,8 +21,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-from skill_server.cli.common import EXIT_BAD_INPUT, EXIT_OK, CommandArgs, from_setting, json_object
+from skill_server.cli.common import EXIT_BAD_INPUT, EXIT_OK, CommandArgs, from_setting
 from skill_server.cli.connect_hints import TOKEN_ENV, ServeOptions, connect_text, http_url
+from skill_server.json_input import json_object
 
 # lazy: the MCP SDK loads for serve only; the CLI's other commands run without it (GPU images)
 from skill_server.mcp.http_transport import HttpOptions

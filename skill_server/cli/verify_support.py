@@ -17,7 +17,8 @@ from typing import Any, TextIO
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from skill_server.cli.common import CommandArgs, json_object
+from skill_server.cli.common import CommandArgs
+from skill_server.json_input import json_object
 from verifiers.arms.candidate import parse_candidate
 from verifiers.options import VerifyOptions
 from verifiers.problem import EMULATED_PLATFORM

@@ -16,6 +16,7 @@ from typing import Any
 from skill_server.cards.catalog import Catalog
 from skill_server.doctor.context import CheckContext
 from skill_server.doctor.result import CardDetails, CheckResult, PrerequisiteLine, result
+from skill_server.locations import STATE_ENV, state_dir
 from skill_server.reverify.probes import ProbeContext, ProbeLoadError, card_probes, check_prerequisite
 from skill_server.settings import settings
 from verifiers import locations
@@ -41,9 +42,9 @@ def check_install(ctx: CheckContext) -> CheckResult:
         return result("install", title, "missing", f"{layout} at {locations.CODE_ROOT}: no cards in {skills}",
                       "pass --skills-dir DIR (a folder of <card>/SKILL.md) or set SKILL_SERVER_SKILLS_DIR")
     project_root = skills.resolve().parent
-    state, cache = locations.state_dir(project_root), locations.cache_dir()
+    state, cache = state_dir(project_root), locations.cache_dir()
     problems = []
-    for what, where, env in (("ledger/state", state, locations.STATE_ENV), ("cache", cache, locations.CACHE_ENV)):
+    for what, where, env in (("ledger/state", state, STATE_ENV), ("cache", cache, locations.CACHE_ENV)):
         ok, probe = _writable(where)
         if not ok:
             problems.append((f"the {what} folder {where} is not writable ({probe})", env))

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from skill_server.cards.schema import Card
+from skill_server.json_input import json_object
 from skill_server.ledger.models import (
     ArmResult,
     LedgerError,
@@ -81,15 +82,9 @@ def parse_submitted_report(data: Any) -> SignedReport:
     """A report as a client sent it: the SignedReport JSON (``{"report": ..., "digest":
     ..., "signature": ...}``) or a bare VerificationReport. Raises ReportRejected naming
     the field when it does not parse, or when its digest does not match its content."""
-    if isinstance(data, (str, bytes)):
-        if len(data) > MAX_REPORT_BYTES:
-            raise ReportRejected(f"report: larger than {MAX_REPORT_BYTES} bytes")
-        try:
-            data = json.loads(data)
-        except json.JSONDecodeError as exc:
-            raise ReportRejected(f"report: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
-    if not isinstance(data, dict):
-        raise ReportRejected(f"report: expected a JSON object (a verifier report), got {type(data).__name__}")
+    if isinstance(data, (str, bytes)) and len(data) > MAX_REPORT_BYTES:
+        raise ReportRejected(f"report: larger than {MAX_REPORT_BYTES} bytes")
+    data = json_object("report", data, "a verifier report", ReportRejected)
     envelope = data if "report" in data and isinstance(data.get("report"), dict) else {"report": data}
     try:
         signed = SignedReport.model_validate(envelope)

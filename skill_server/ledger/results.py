@@ -26,7 +26,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from skill_server import state_dir
+from skill_server.locations import state_dir
 from skill_server.cards.vocabulary import VocabularyError, vocabulary
 from skill_server.ledger.bounded_cache import BoundedCache
 from skill_server.ledger.models import (
@@ -87,12 +87,8 @@ def default_ledger_path(project_root: Path, explicit: str | Path | None = None) 
 
 def default_state_dir(ledger_path: Path | str) -> Path:
     """Where the signing key lives: ``$SKILL_SERVER_STATE_DIR``, else beside the ledger file
-    (for a database URL, this code's own state folder: ``verifiers.locations.state_dir``)."""
-    explicit = settings().state_dir
-    if explicit:
-        return Path(explicit).expanduser().resolve()
-    if is_postgres_url(str(ledger_path)):
-
+    (for a database URL, this code's own state folder: ``skill_server.locations.state_dir``)."""
+    if settings().state_dir or is_postgres_url(str(ledger_path)):
         return state_dir()
     return Path(ledger_path).resolve().parent
 

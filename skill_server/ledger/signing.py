@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from verifiers.locations import STATE_ENV as STATE_DIR_ENV
+from skill_server.locations import STATE_ENV as STATE_DIR_ENV
 from skill_server.settings import settings
 
 EvidenceLevel = Literal["verified", "reported", "transcribed"]

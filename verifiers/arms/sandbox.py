@@ -22,10 +22,10 @@ write
     ``~/.aiter`` / ``~/.flydsl`` (what the judge's prepare step built), none of which a
     candidate can write.
 
-Any read root that *contains* a secret (the state folder with the ledger and the signing
-key, the verifier's cache, the judge's work folder, paths the caller registered with
-``protect``) is replaced by its other children, recursively: a checkout on ``sys.path``
-is readable except ``var/`` and ``.cache/``. A write root that contains a secret is a
+Any read root that *contains* a secret (the verifier's cache, the judge's work folder, the
+paths the calling application registered with ``protect``: the server registers its state
+folder with the ledger and the signing key) is replaced by its other children, recursively:
+a checkout on ``sys.path`` is readable except ``var/`` and ``.cache/``. A write root that contains a secret is a
 harness error. With ABI >= 4 no TCP port may be bound or connected; with ABI >= 6
 abstract Unix sockets and signals are scoped to the domain. Landlock also refuses
 ``ptrace`` (and ``/proc/<pid>/mem``) of any process outside the domain, root included.
@@ -141,21 +141,17 @@ def may_use_gpu(choice: str) -> bool:
 
 # -- secrets ------------------------------------------------------------------------------
 def protect(path: Path | str) -> None:
-    """Register a folder or file no arm may ever read (e.g. a ledger's key folder); the
-    runner passes every registered path to the judge."""
+    """Register a folder or file no arm may ever read. The seam through which the calling
+    application hands over its secrets (its state folder, a ledger's and a key's folder):
+    the verifier does not know where an application keeps them. Registered paths stay
+    registered for the life of the process; the runner passes them all to the judge."""
     _registered.add(str(Path(path).expanduser().resolve()))
 
 
 def secret_paths() -> list[str]:
-    """The state folder (ledger, signing key, drafts, reports), the verifier's cache and
-    whatever the caller registered: passed from the caller to the judge in the job."""
-    out = {str(locations.state_dir().resolve()), str(locations.cache_dir().resolve())} | _registered
-    for var in ("SKILL_SERVER_STATE_DIR", "SKILL_SERVER_LEDGER"):
-        value = os.environ.get(var, "")
-        if value and "://" not in value:
-            p = Path(value).expanduser().resolve()
-            out.add(str(p if var.endswith("_DIR") else p.parent))
-    return sorted(out)
+    """The verifier's cache folder and whatever the caller registered with :func:`protect`:
+    passed from the caller to the judge in the job."""
+    return sorted({str(locations.cache_dir().resolve())} | _registered)
 
 
 def _grant_around(root: Path, secrets: list[Path], depth: int = 0) -> list[Path]:
