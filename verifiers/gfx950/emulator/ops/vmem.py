@@ -22,6 +22,7 @@ import numpy as np
 from verifiers.gfx950.emulator.errors import MemoryAccessError
 from verifiers.gfx950.emulator.operands import Reg, Special
 from verifiers.gfx950.emulator.ops import batched as B
+from verifiers.gfx950.emulator.ops.ds import dma_issue_batched
 from verifiers.gfx950.emulator.ops.registry import op
 from verifiers.gfx950.emulator.state import LANES, POISON, Pending
 
@@ -400,9 +401,11 @@ def _load_batched(waves, ins) -> bool:  # noqa: ANN001 - ``_mem_op`` loads of wh
     if in_range is not None:
         ctx.stats["buffer_oob_loads"] += int((~in_range).any(axis=2).sum())
     if to_lds:
-        for j, w in enumerate(waves):
-            lds_base = w.m0 + int(ins.modifiers.get("offset", 0)) if seg == "buffer" else w.m0
-            ctx.lds_dma_issue(w, ins, lds_base + LANE * size, raw[j])
+        off = int(ins.modifiers.get("offset", 0)) if seg == "buffer" else 0
+        lds_addr = np.array([w.m0 for w in waves], dtype=np.int64)[:, None] + off + LANE * size
+        if not dma_issue_batched(waves, ins, lds_addr, raw):
+            for j, w in enumerate(waves):
+                ctx.lds_dma_issue(w, ins, lds_addr[j], raw[j])
         return True
     vals = np.ascontiguousarray(raw).view(U32).transpose(0, 2, 1)  # [W, dwords, 64]
     regs = tuple(range(data_op.index, data_op.index + ndw))
