@@ -56,8 +56,8 @@ def test_lockstep_matches_one_wave_at_a_time(monkeypatch, case, dims):
 
 
 def test_lockstep_batches_the_hot_instructions(monkeypatch):
-    """MFMA, LDS reads, global->LDS loads, ds_bpermute and elementwise VALU run through their
-    batched handlers."""
+    """MFMA, LDS reads, global->LDS loads, ds_bpermute, v_cndmask, v_bitop3, scalar ALU ops and
+    elementwise VALU run through their batched handlers."""
     from collections import Counter
 
     from verifiers.gfx950.emulator.ops import batched as B
@@ -65,7 +65,7 @@ def test_lockstep_batches_the_hot_instructions(monkeypatch):
 
     calls: Counter = Counter()
     for name in ("v_mfma_f32_16x16x128_f8f6f4", "ds_read_b128", "global_load_lds_dwordx4", "ds_bpermute_b32",
-                 "s_waitcnt"):
+                 "s_waitcnt", "v_cndmask_b32", "v_bitop3_b32", "s_add_i32", "s_cselect_b32", "s_cmp_lt_i32"):
         per_wave, fn = B.BATCHED[name]
 
         def counted(waves, ins, fn=fn):  # noqa: ANN001
@@ -79,7 +79,8 @@ def test_lockstep_batches_the_hot_instructions(monkeypatch):
     r = run_case("fp8_gemm_16x16x128", {"M": 128, "N": 128, "K": 256})
     assert r.ok
     waves = r.report.waves
-    for name in ("v_mfma_f32_16x16x128_f8f6f4", "ds_read_b128", "global_load_lds_dwordx4", "ds_bpermute_b32"):
+    for name in ("v_mfma_f32_16x16x128_f8f6f4", "ds_read_b128", "global_load_lds_dwordx4", "ds_bpermute_b32",
+                 "v_cndmask_b32_e32", "v_bitop3_b32", "s_add_i32", "s_cselect_b32", "s_cmp_lt_i32"):
         # every execution of the instruction happened in a batched call over all the waves
         assert calls[name] * waves == r.report.opcode_counts[name], (name, calls[name])
     assert calls["s_waitcnt"] > 0
