@@ -63,6 +63,33 @@ def result_layout(m: int) -> tuple[np.ndarray, np.ndarray]:
     raise ValueError(f"no result layout for M={m}")
 
 
+def _result_split(m: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``result_layout`` as a reshape and an axis swap: (the [m, m] matrix split into axes, the
+    permutation (its own inverse) between that split and the accumulator-register split)."""
+    if m == 16:  # D[4 * (l // 16) + r, l % 16]: rows (g, r), lanes (g, j)
+        return (4, 4, 16), (1, 0, 2)
+    if m == 32:  # D[8 * (r // 4) + 4 * (l // 32) + r % 4, l % 32]: rows (q, h, s), regs (q, s), lanes (h, j)
+        return (4, 2, 4, 32), (0, 2, 1, 3)
+    raise ValueError(f"no result layout for M={m}")
+
+
+def to_registers(prod: np.ndarray, m: int) -> np.ndarray:
+    """[..., m, m] matrix -> [..., regs, 64] accumulator registers (``result_layout``, a copy)."""
+    split, order = _result_split(m)
+    lead = prod.shape[:-2]
+    axes = tuple(range(len(lead))) + tuple(len(lead) + k for k in order)
+    return np.ascontiguousarray(prod.reshape(lead + split).transpose(axes)).reshape(lead + (m * m // LANES, LANES))
+
+
+def registers_as_matrix(out: np.ndarray, m: int) -> np.ndarray:
+    """A view of registers ``out`` [..., regs, 64] indexed like ``prod.reshape(lead + split)``
+    of the [..., m, m] matrix: assigning that to it writes ``to_registers(prod)`` into ``out``."""
+    split, order = _result_split(m)
+    lead = out.shape[:-2]
+    axes = tuple(range(len(lead))) + tuple(len(lead) + k for k in order)
+    return out.reshape(lead + tuple(split[k] for k in order)).transpose(axes)
+
+
 def _decode(codes: np.ndarray, kind: str) -> np.ndarray:
     """Element codes (uint8 fp8 / uint16 16-bit) -> float64 values."""
     if kind in ("fp8", "bf8"):
@@ -173,14 +200,14 @@ def _product(spec, ins, a_raw, b_raw, c_raw, sa_reg=None, sb_reg=None):  # noqa:
     if scaled:
         A = A * _scale_grid(sa_reg, scale_byte(ins, 0), mm, kk)
         B = B * _scale_grid(sb_reg, scale_byte(ins, 1), mm, kk)
-    rows, cols = result_layout(mm)
     with np.errstate(all="ignore"):
         prod = A @ np.swapaxes(B, -1, -2)  # [..., M, N]
-        lanes = prod[..., rows, cols]
-        if not c_raw.any():  # C = +0.0 everywhere (a fresh accumulator): 0.0 + x == x, -0.0 + 0.0 == +0.0
-            lanes += 0.0
-            return lanes.astype(np.float32)
-        return (c_raw.view(np.float32).astype(np.float64) + lanes).astype(np.float32)
+        if not c_raw.any():  # C = +0.0 everywhere (a fresh accumulator): +0.0 + x, rounded once
+            prod += 0.0  # (x + 0.0 == 0.0 + x bit for bit, -0.0 included)
+            out = np.empty(prod.shape[:-2] + (mm * mm // LANES, LANES), dtype=np.float32)
+            registers_as_matrix(out, mm)[...] = prod.reshape(prod.shape[:-2] + _result_split(mm)[0])  # as astype
+            return out
+        return (c_raw.view(np.float32).astype(np.float64) + to_registers(prod, mm)).astype(np.float32)
 
 
 def _dwords(spec) -> tuple[int, int]:  # noqa: ANN001
