@@ -117,27 +117,41 @@ def _matrix(raw: np.ndarray, kind: str, m: int, k: int, elem_bytes: int, role: s
             if i:
                 recent.insert(0, recent.pop(i))
             return mat
-    mat = _decode_matrix(raw, kind, m, k, elem_bytes)
-    if role == "b":  # kept [..., k, m] contiguous: the product's B^T is then a plain matmul operand
-        mat = np.swapaxes(np.ascontiguousarray(np.swapaxes(mat, -1, -2)), -1, -2)
+    # B is kept [..., k, m] contiguous (decoded straight into that order): the product's B^T
+    # is then a plain matmul operand
+    mat = _decode_matrix(raw, kind, m, k, elem_bytes, transposed=role == "b")
     mat.setflags(write=False)
     recent.insert(0, (probe, raw.copy(), mat))
     del recent[_RECENT_SIZE:]
     return mat
 
 
-def _decode_matrix(raw: np.ndarray, kind: str, m: int, k: int, elem_bytes: int) -> np.ndarray:
+def _decode_matrix(raw: np.ndarray, kind: str, m: int, k: int, elem_bytes: int,
+                   transposed: bool = False) -> np.ndarray:
     """[..., dwords, 64] operand registers -> [..., m, k] float64 matrix: the element codes are
-    gathered into matrix order first (the inverse of ``operand_layout``), then decoded."""
+    gathered into matrix order first (the inverse of ``operand_layout``), then decoded. With
+    ``transposed`` the matrix is stored [..., k, m] contiguous (the same values: a view)."""
     by_lane = np.ascontiguousarray(np.swapaxes(raw, -1, -2))  # [..., 64, dwords]
     codes = by_lane.view(np.uint8 if elem_bytes == 1 else np.uint16)  # [..., 64, E]
+    where = _gather_order(m, k, elem_bytes, transposed)
+    flat = codes.reshape(codes.shape[:-2] + (-1,))
+    mat = _decode(np.take(flat, where, axis=-1), kind)
+    if transposed:
+        return np.swapaxes(mat.reshape(codes.shape[:-2] + (k, m)), -1, -2)
+    return mat.reshape(codes.shape[:-2] + (m, k))
+
+
+@lru_cache(maxsize=None)
+def _gather_order(m: int, k: int, elem_bytes: int, transposed: bool) -> np.ndarray:
+    """Matrix position (row-major [m, k], or [k, m] when ``transposed``) -> lane * E + element."""
     rows, ks = operand_layout(m, k, elem_bytes)
     where = np.full(m * k, -1, dtype=np.int64)
-    where[(rows * k + ks).ravel()] = np.arange(rows.size)  # matrix position -> lane * E + element
+    pos = ks * m + rows if transposed else rows * k + ks
+    where[pos.ravel()] = np.arange(rows.size)
     if (where < 0).any():
         raise ValueError(f"operand layout {m}x{k} does not cover every matrix element")
-    flat = codes.reshape(codes.shape[:-2] + (-1,))
-    return _decode(np.take(flat, where, axis=-1), kind).reshape(codes.shape[:-2] + (m, k))
+    where.setflags(write=False)
+    return where
 
 
 def _poison_lines(p: np.ndarray, m: int, k: int, elem_bytes: int) -> np.ndarray:

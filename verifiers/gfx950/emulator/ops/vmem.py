@@ -249,8 +249,9 @@ def _scratch(w, ins, direction: str, kind: str, size: int, d16: str) -> None:  #
 
 # ------------------------------------------------------------------ batched loads (ops.batched)
 def _batch_addresses(waves, rows, ins, seg: str, vaddr_op, base_op, soff_op, size: int):  # noqa: ANN001
-    """(addresses [W, 64], in range [W, 64, dwords]) as ``_buffer_addresses`` / ``_global_addresses``
-    compute them per wave; None when a case needs the per-wave path (poison, swizzle)."""
+    """(addresses [W, 64], in range [W, 64, dwords] or None when every access is) as
+    ``_buffer_addresses`` / ``_global_addresses`` compute them per wave; None when a case needs
+    the per-wave path (poison, swizzle)."""
     m = ins.modifiers
     inst = int(m.get("offset", 0))
     ndw = max(1, size // 4)
@@ -300,10 +301,13 @@ def _batch_addresses(waves, rows, ins, seg: str, vaddr_op, base_op, soff_op, siz
             index = v
         else:
             voff = v
-    index = index + np.where((desc[:, 3] >> 23 & 1)[:, None] == 1, LANE[None, :], 0)
+    if (desc[:, 3] >> 23 & 1).any():
+        index = index + np.where((desc[:, 3] >> 23 & 1)[:, None] == 1, LANE[None, :], 0)
     offset = (voff + inst) & 0xFFFFFFFF
     addr = base + soff + offset + stride * index
     comp = 4 if size >= 4 else size
+    if not stride.any() and (offset.max(axis=1) + 4 * (ndw - 1) + comp <= num_records[:, 0]).all():
+        return addr, None  # every dword of every lane in range (the check below, on each wave's largest offset)
     starts = offset[..., None] + 4 * np.arange(ndw)
     in_range = np.where((stride == 0)[..., None], starts + comp <= num_records[..., None],
                         (index < num_records)[..., None])
