@@ -133,7 +133,7 @@ def _decode_matrix(raw: np.ndarray, kind: str, m: int, k: int, elem_bytes: int,
     ``transposed`` the matrix is stored [..., k, m] contiguous (the same values: a view)."""
     by_lane = np.ascontiguousarray(np.swapaxes(raw, -1, -2))  # [..., 64, dwords]
     codes = by_lane.view(np.uint8 if elem_bytes == 1 else np.uint16)  # [..., 64, E]
-    where = _gather_order(m, k, elem_bytes, transposed)
+    where = _gather_order(operand_layout, m, k, elem_bytes, transposed)
     flat = codes.reshape(codes.shape[:-2] + (-1,))
     mat = _decode(np.take(flat, where, axis=-1), kind)
     if transposed:
@@ -142,9 +142,10 @@ def _decode_matrix(raw: np.ndarray, kind: str, m: int, k: int, elem_bytes: int,
 
 
 @lru_cache(maxsize=None)
-def _gather_order(m: int, k: int, elem_bytes: int, transposed: bool) -> np.ndarray:
-    """Matrix position (row-major [m, k], or [k, m] when ``transposed``) -> lane * E + element."""
-    rows, ks = operand_layout(m, k, elem_bytes)
+def _gather_order(layout, m: int, k: int, elem_bytes: int, transposed: bool) -> np.ndarray:  # noqa: ANN001
+    """Matrix position (row-major [m, k], or [k, m] when ``transposed``) -> lane * E + element,
+    for the lane layout function ``layout`` (``operand_layout``; a key, so a swapped one counts)."""
+    rows, ks = layout(m, k, elem_bytes)
     where = np.full(m * k, -1, dtype=np.int64)
     pos = ks * m + rows if transposed else rows * k + ks
     where[pos.ravel()] = np.arange(rows.size)
