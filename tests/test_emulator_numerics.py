@@ -95,13 +95,13 @@ def test_fma_breaks_a_float64_tie_by_the_lost_remainder():
 def test_mfma_result_movement_is_the_documented_layout(m):
     """The MFMA result written by reshapes and one axis swap (``to_registers`` and the view
     ``registers_as_matrix``) is the register/lane layout ``result_layout`` documents."""
-    from verifiers.gfx950.emulator.ops.mfma import _result_split, registers_as_matrix, result_layout, to_registers
+    from verifiers.gfx950.emulator.ops import mfma
 
     rng = np.random.default_rng(m)
     prod = rng.standard_normal((3, 2, m, m))
-    rows, cols = result_layout(m)
+    rows, cols = mfma.result_layout(m)
     want = prod[..., rows, cols]
-    assert np.array_equal(to_registers(prod, m), want)
+    assert np.array_equal(mfma.to_registers(prod, m), want)
     out = np.empty(want.shape, dtype=np.float32)
-    registers_as_matrix(out, m)[...] = prod.reshape(prod.shape[:-2] + _result_split(m)[0])
+    mfma.registers_as_matrix(out, m)[...] = prod.reshape(prod.shape[:-2] + mfma._result_split(m)[0])
     assert np.array_equal(out, want.astype(np.float32))
