@@ -117,6 +117,15 @@ is extrapolated from M=64 (every workgroup runs the same instructions); the lock
 engine batches up to 128 waves, which the card shape (512 workgroups) always fills, as
 M=256 does. `*_full` is the card's 4096x2048x7168 measured end to end (the card's launcher,
 the emulated kernel, parity against the problem's oracle).
+`after3`: the third pass (batches of 256 waves; global->LDS DMA issued and landed for all
+waves at once; batched `ds_bpermute`, `v_cndmask`, `v_bitop3` and scalar ALU; the MFMA
+result moved by reshapes, its B operand decoded straight into its storage order and its
+operand cache checked on one lane row first; one bound check for in-range buffer loads;
+no per-wave PC writes while a batch stays together). `after3_full`, `after3_m64` and
+`after3_m256` ran at load average 0.9-1.1 (the quietest this session saw); the `_rerun`s
+repeat the full shape and M=64 later, at load 3.6-4.1 (other sessions' test runs). Every
+after3 case ran with parity / the torch check holding and no hazards. M=64 is 32 waves,
+an eighth of a batch: its card-shape extrapolation is pessimistic for the batched engine.
 
 """
 

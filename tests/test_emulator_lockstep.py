@@ -56,14 +56,16 @@ def test_lockstep_matches_one_wave_at_a_time(monkeypatch, case, dims):
 
 
 def test_lockstep_batches_the_hot_instructions(monkeypatch):
-    """MFMA, LDS reads, global->LDS loads and elementwise VALU run through their batched handlers."""
+    """MFMA, LDS reads, global->LDS loads, ds_bpermute, v_cndmask, v_bitop3, scalar ALU ops and
+    elementwise VALU run through their batched handlers."""
     from collections import Counter
 
     from verifiers.gfx950.emulator.ops import batched as B
     from verifiers.gfx950.emulator.validation.triton_cases import run_case
 
     calls: Counter = Counter()
-    for name in ("v_mfma_f32_16x16x128_f8f6f4", "ds_read_b128", "global_load_lds_dwordx4", "s_waitcnt"):
+    for name in ("v_mfma_f32_16x16x128_f8f6f4", "ds_read_b128", "global_load_lds_dwordx4", "ds_bpermute_b32",
+                 "s_waitcnt", "v_cndmask_b32", "v_bitop3_b32", "s_add_i32", "s_cselect_b32", "s_cmp_lt_i32"):
         per_wave, fn = B.BATCHED[name]
 
         def counted(waves, ins, fn=fn):  # noqa: ANN001
@@ -77,7 +79,8 @@ def test_lockstep_batches_the_hot_instructions(monkeypatch):
     r = run_case("fp8_gemm_16x16x128", {"M": 128, "N": 128, "K": 256})
     assert r.ok
     waves = r.report.waves
-    for name in ("v_mfma_f32_16x16x128_f8f6f4", "ds_read_b128", "global_load_lds_dwordx4"):
+    for name in ("v_mfma_f32_16x16x128_f8f6f4", "ds_read_b128", "global_load_lds_dwordx4", "ds_bpermute_b32",
+                 "v_cndmask_b32_e32", "v_bitop3_b32", "s_add_i32", "s_cselect_b32", "s_cmp_lt_i32"):
         # every execution of the instruction happened in a batched call over all the waves
         assert calls[name] * waves == r.report.opcode_counts[name], (name, calls[name])
     assert calls["s_waitcnt"] > 0
@@ -193,3 +196,97 @@ def test_in_flight_counts_follow_every_change():
     for method in ("pop", "popitem", "clear", "setdefault"):
         with pytest.raises(NotImplementedError):
             getattr(b, method)(5) if method in ("pop", "setdefault") else getattr(b, method)()
+
+
+def _hazard_rows(report) -> list:  # noqa: ANN001
+    return sorted((h.kind, h.address, h.count, h.first_workgroup, h.first_wave, h.detail) for h in report.hazards)
+
+
+@pytest.mark.parametrize("drop", [None, "s_barrier", "vmcnt"])
+def test_batched_dma_lands_as_per_wave_dma(monkeypatch, drop):
+    """Global->LDS DMA issued and landed for all waves at once (``ops.ds.dma_issue_batched`` /
+    ``dma_landing``) leaves what the per-wave issue and landing leave in the same lockstep
+    order: outputs, and every hazard with its count, first wave and detail, also with the
+    barriers or the DMA waits removed (races and reads of undelivered LDS to report)."""
+    import torch
+
+    from tests.emulator_support import nop_out
+    from verifiers.gfx950.emulator.dispatch import launch
+    from verifiers.gfx950.emulator.ops import flow, vmem
+    from verifiers.gfx950.emulator.validation import triton_cases
+
+    b = triton_cases.binary("fp8_gemm_16x16x128")
+    code = b.hsaco
+    if drop == "s_barrier":
+        code, _ = nop_out(code, b.name, lambda i: i.mnemonic == "s_barrier")
+    elif drop == "vmcnt":
+        code, _ = nop_out(code, b.name, lambda i: i.mnemonic == "s_waitcnt" and "vmcnt" in i.text)
+    monkeypatch.setenv("SKILL_SERVER_EMULATOR_LOCKSTEP", "1")
+    landed = []
+    plan = flow.dma_landing
+
+    def counted(records):  # noqa: ANN001, ANN202
+        got = plan(records)
+        landed.append(got is not None)
+        return got
+
+    monkeypatch.setattr(flow, "dma_landing", counted)
+    runs = []
+    for batched in (True, False):
+        if not batched:
+            monkeypatch.setattr(vmem, "dma_issue_batched", lambda *a: False)
+        fresh_programs(monkeypatch)
+        c, d = triton_cases.CASES["fp8_gemm_16x16x128"], {"M": 128, "N": 192, "K": 512}
+        args, outputs, _ = c.setup(d, 0)
+        r = launch(code, b.name, c.grid(d), b.block, args + [None, None], dynamic_lds_bytes=b.shared)
+        runs.append((outputs, _hazard_rows(r), r.instructions))
+        if batched and drop is None:
+            assert not r.hazards and any(landed), landed
+    (o1, h1, n1), (o0, h0, n0) = runs
+    for k in o0:
+        assert torch.equal(o0[k].view(torch.uint8), o1[k].view(torch.uint8)), f"output {k} differs"
+    assert h1 == h0 and n1 == n0
+    if drop == "s_barrier":
+        assert any(kind == "lds_race" for kind, *_ in h1)
+
+
+def _dma_records(regions: list[list[tuple[int, int]]], lds_bytes: int = 4096):  # noqa: ANN202
+    """Batched DMA records of two waves of one workgroup: ``regions[r][j]`` = (LDS byte
+    address of lane 0, bytes per lane) of wave ``j`` in record ``r``."""
+    import numpy as np
+
+    from verifiers.gfx950.emulator.executor import Workgroup
+    from verifiers.gfx950.emulator.memory import LdsBank
+    from verifiers.gfx950.emulator.ops.ds import dma_issue_batched
+    from verifiers.gfx950.emulator.state import Wave
+
+    class Ins:
+        text = "global_load_lds_dwordx4 v1, s[0:1]"
+
+    g = Workgroup((0, 0, 0), lds_bytes, LdsBank(1, lds_bytes), 0)
+    g.waves = [Wave(g, j, (1 << 64) - 1, None) for j in range(2)]
+    recs = []
+    for region in regions:
+        size = region[0][1]
+        addrs = np.array([[a + size * lane for lane in range(64)] for a, _ in region], dtype=np.int64)
+        assert dma_issue_batched(g.waves, Ins, addrs, np.zeros((2, 64, size), dtype=np.uint8))
+        recs.append(g.waves[0].pending[-1])
+    return g, recs
+
+
+def test_dma_landing_refuses_what_needs_the_per_wave_order():
+    """Two landings into one LDS dword, or a landing racing another wave's read of this epoch,
+    depend on the per-wave landing order (which write wins, which race is reported first):
+    ``dma_landing`` declines them (the per-wave path lands them); disjoint clean ones land."""
+    from verifiers.gfx950.emulator.ops.ds import dma_landing
+
+    _, recs = _dma_records([[(0, 16), (1024, 16)]])
+    assert dma_landing(recs) is not None
+    _, recs = _dma_records([[(0, 16), (1024, 16)], [(2048, 16), (3072, 4)]])
+    assert dma_landing(recs) is not None
+    _, recs = _dma_records([[(0, 16), (1024, 16)], [(2048, 16), (2044, 4)]])  # wave 1: dword 511 twice
+    assert dma_landing(recs) is None
+    g, recs = _dma_records([[(0, 16), (1024, 16)]])
+    lds = g.lds
+    lds.note_read(lds.dwords(__import__("numpy").array([1024 + 64]), 4), 0, g.epoch)  # wave 0 reads wave 1's target
+    assert dma_landing(recs) is None

@@ -89,3 +89,19 @@ def test_fma_breaks_a_float64_tie_by_the_lost_remainder():
     want = np.array([_round_f32(v) for v in exact], dtype=np.float32)
     assert got[0] == np.float32(1 + 2.0**-23) and got[1] == -np.float32(1 + 2.0**-23)  # not rounded to even
     assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("m", [16, 32])
+def test_mfma_result_movement_is_the_documented_layout(m):
+    """The MFMA result written by reshapes and one axis swap (``to_registers`` and the view
+    ``registers_as_matrix``) is the register/lane layout ``result_layout`` documents."""
+    from verifiers.gfx950.emulator.ops import mfma
+
+    rng = np.random.default_rng(m)
+    prod = rng.standard_normal((3, 2, m, m))
+    rows, cols = mfma.result_layout(m)
+    want = prod[..., rows, cols]
+    assert np.array_equal(mfma.to_registers(prod, m), want)
+    out = np.empty(want.shape, dtype=np.float32)
+    mfma.registers_as_matrix(out, m)[...] = prod.reshape(prod.shape[:-2] + mfma._result_split(m)[0])
+    assert np.array_equal(out, want.astype(np.float32))

@@ -86,10 +86,11 @@ class Context:
 
     def lds_dma_land(self, w, p) -> None:  # noqa: ANN001
         lds = w.group.lds
-        d = lds.dwords(p.lds_addr, p.lds_bytes.shape[1])
+        addr, data = (p.lds_addr, p.lds_bytes) if p.lot is None else p.lot.row(w)  # a batched issue: w's row
+        d = lds.dwords(addr, data.shape[1])
         lds.pending[d] = -1
         saved, self.current = self.current, _DmaLanding(p)
-        lds_write(w, self.current, p.lds_addr, p.lds_bytes, np.zeros(p.lds_bytes.shape, dtype=bool))
+        lds_write(w, self.current, addr, data, np.zeros(data.shape, dtype=bool))
         self.current = saved
 
 

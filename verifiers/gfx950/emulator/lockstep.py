@@ -70,9 +70,7 @@ def run_lockstep(groups: list, ctx) -> None:  # noqa: ANN001 - list[Workgroup], 
         try:
             batched = ins.batch
             if batched is not None and len(group) > 1 and batched(group, ins):
-                for w in group:
-                    w.pc = pc + 1
-                together = True
+                together = True  # the waves' ``pc`` fields are written when the group breaks up (below)
             else:
                 for w in group:
                     w.pc = pc + 1
@@ -86,12 +84,14 @@ def run_lockstep(groups: list, ctx) -> None:  # noqa: ANN001 - list[Workgroup], 
             ) from exc
         counts[pc] += len(group)
         ctx.executed += len(group)
+        if together and len(group) == len(active) and ins.mnemonic not in _STOPS:
+            pc += 1  # a batched step moves no wave but by one: the group stays, at the next instruction
+            continue
+        if together:  # only per-wave handlers (branches) read ``pc``: written before any runs
+            for w in group:
+                w.pc = pc + 1
         if ins.mnemonic in _STOPS:
             for g in {id(x.group): x.group for x in group}.values():
                 _release(g)
             active = [w for w in waves if not (w.done or w.at_barrier)]
-            group = None
-        elif together and len(group) == len(active):  # a batched step moves no wave but by one
-            pc += 1
-        else:
-            group = None
+        group = None

@@ -193,6 +193,29 @@ class Lot:
         batch.vp[rows, r0 : r0 + n] = pois
 
 
+class DmaLot:
+    """One buffer/global->LDS load issued for several waves (``ops.ds.dma_issue_batched``): row
+    ``j`` of ``addrs`` [W, 64] (LDS byte addresses), ``raw`` [W, 64, size] (the bytes) and ``key``
+    [W, 64 * dwords] (the flat ``LdsBank`` dwords they fill, lane-major) is ``waves[j]``'s."""
+
+    __slots__ = ("waves", "addrs", "raw", "key", "size", "_index")
+
+    def __init__(self, waves, addrs: np.ndarray, raw: np.ndarray, key: np.ndarray) -> None:  # noqa: ANN001
+        self.waves, self.addrs, self.raw, self.key = list(waves), addrs, raw, key
+        self.size = len(self.waves)
+        self._index = None
+
+    def j(self, w) -> int:  # noqa: ANN001
+        if self._index is None:
+            self._index = {id(x): j for j, x in enumerate(self.waves)}
+        return self._index[id(w)]
+
+    def row(self, w):  # noqa: ANN001, ANN201
+        """(LDS byte addresses [64], bytes [64, size]) of wave ``w``: its per-wave landing."""
+        j = self.j(w)
+        return self.addrs[j], self.raw[j]
+
+
 def issue_loads(waves, rows, counter: str, regs: tuple[int, ...], vdata: np.ndarray, vpoison: np.ndarray,  # noqa: ANN001
                 issue: str) -> None:
     """As the per-wave handlers' load issue with every lane active, for ``waves`` (batch rows

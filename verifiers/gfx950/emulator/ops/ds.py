@@ -357,6 +357,77 @@ def _write_batched(waves, ins) -> bool:  # noqa: ANN001 - ``_write`` of aligned 
 
 
 
+def _bpermute_batched(waves, ins) -> bool:  # noqa: ANN001 - ``_bpermute`` (pull) with every lane active
+    if ins.mnemonic != "ds_bpermute_b32" or not B.quiet(waves, ins) or B.exec_rows(waves) is not None:
+        return False
+    rows = B.slots(waves)
+    ga, gd = B.src(waves, rows, ins.operands[1]), B.src(waves, rows, ins.operands[2])
+    if ga is None or gd is None:
+        return False
+    shape = (len(waves), LANES)
+    a, pa = np.broadcast_to(ga[0], shape), np.broadcast_to(ga[1], shape)
+    d, pd = np.broadcast_to(gd[0], shape), np.broadcast_to(gd[1], shape)
+    lane = ((a.astype(np.int64) + int(ins.modifiers.get("offset", 0))) // 4) % LANES
+    out = np.take_along_axis(d, lane, axis=1)
+    pout = np.take_along_axis(pd, lane, axis=1) | np.where(pa != 0, POISON, np.uint8(0))
+    B.issue_loads(waves, rows, "lgkm", (ins.operands[0].index,), out[:, None, :], pout[:, None, :], ins.text)
+    return True
+
+# ------------------------------------------------------------------ buffer/global -> LDS DMA for many waves
+def dma_issue_batched(waves, ins, addrs: np.ndarray, raw: np.ndarray) -> bool:  # noqa: ANN001
+    """``Context.lds_dma_issue`` for every wave at once (``addrs`` [W, 64], ``raw`` [W, 64, size]):
+    the pending marks set, one ``Pending`` shared by the waves' queues with the rows in a
+    ``B.DmaLot``. False (nothing done) unless every lane of every wave writes whole aligned
+    dwords inside its allocation, each wave one contiguous run of them (what ``dma_landing``
+    relies on)."""
+    size = raw.shape[2]
+    if size % 4:
+        return False
+    at = _Site(waves, addrs, size)
+    if not at.ok or (np.diff(at.key, axis=1) != 1).any():
+        return False
+    at.flat("pending")[at.key] = np.broadcast_to(at.me, at.key.shape)  # in wave order, as per wave
+    p = Pending("vm", lds_addr=addrs, issue=ins.text, lot=B.DmaLot(waves, addrs, raw, at.key))
+    for w in waves:
+        w.pending.append(p)
+    return True
+
+
+def dma_landing(records: list):  # noqa: ANN201
+    """The landing of batched DMA ``records`` (``Pending`` with a ``B.DmaLot``) at one s_waitcnt,
+    as ``Context.lds_dma_land`` per wave and record computes it: a function that lands them
+    all, or None when only the per-wave order gives the same result (two landings into one
+    dword; a race to report, whose first report depends on that order)."""
+    lots = [p.lot for p in records]
+    starts = np.concatenate([lot.key[:, 0] for lot in lots])
+    ends = starts + np.concatenate([np.full(lot.size, lot.key.shape[1]) for lot in lots])
+    order = np.argsort(starts, kind="stable")
+    if (starts[order][1:] < ends[order][:-1]).any():
+        return None
+    bank = lots[0].waves[0].group.lds.bank
+    flat = {n: getattr(bank, n).reshape(-1) for n in ("pending", "writer", "write_epoch", "readers", "read_epoch")}
+    plans = []
+    for lot in lots:
+        key = lot.key
+        epoch = np.array([w.group.epoch for w in lot.waves])[:, None]
+        me = np.array([w.index for w in lot.waves])[:, None]
+        mebit = np.uint32(1) << me.astype(np.uint32)
+        re_, rd, wr, we = (flat[n][key] for n in ("read_epoch", "readers", "writer", "write_epoch"))
+        if (((re_ == epoch) & ((rd & ~mebit) != 0)) | ((we == epoch) & (wr != me) & (wr >= 0))).any():
+            return None  # keys are disjoint: no landing here changes another's check
+        plans.append((key, me, epoch, lot.raw))
+
+    def land() -> None:
+        for key, me, epoch, raw in plans:
+            flat["pending"][key] = -1
+            flat["writer"][key] = np.broadcast_to(me, key.shape)
+            flat["write_epoch"][key] = np.broadcast_to(epoch, key.shape)
+            bank.words[key] = np.ascontiguousarray(raw).view(U32).reshape(key.shape)
+            bank.pwords[key] = 0
+
+    return land
+
+
 for _k in ("b32", "b64", "b96", "b128", "u8", "i8", "u16", "i16"):
     op(f"ds_read_{_k}")(_read)
     B.batched(f"ds_read_{_k}", _read, _read_batched)
@@ -369,3 +440,4 @@ op("ds_write_b8_d16_hi", "ds_write_b16_d16_hi")(_write)
 op("ds_read2_b32", "ds_read2_b64", "ds_read2st64_b32", "ds_read2st64_b64")(_read2)
 op("ds_write2_b32", "ds_write2_b64", "ds_write2st64_b32", "ds_write2st64_b64")(_write2)
 op("ds_bpermute_b32", "ds_permute_b32")(_bpermute)
+B.batched("ds_bpermute_b32", _bpermute, _bpermute_batched)

@@ -14,6 +14,7 @@ import numpy as np
 from verifiers.gfx950.emulator.operands import VCC
 from verifiers.gfx950.emulator.ops import batched as B
 from verifiers.gfx950.emulator.ops.batched import register_hints
+from verifiers.gfx950.emulator.ops.ds import dma_landing
 from verifiers.gfx950.emulator.ops.registry import op
 
 HW_REG_MODE = 1
@@ -197,8 +198,15 @@ def _uniform_wait(waves, vm: int, lgkm: int) -> bool:  # noqa: ANN001
     if not done:
         return True
     for p in done:
-        if p.lds_addr is not None or (p.vregs and (p.sregs or p.lot is None or p.lot.size != len(waves))):
+        if p.lds_addr is not None:
+            if not isinstance(p.lot, B.DmaLot) or p.lot.size != len(waves):
+                return False  # a wave's own DMA record (issued per wave): landed per wave
+        elif p.vregs and (p.sregs or p.lot is None or p.lot.size != len(waves)):
             return False
+    dma = [p for p in done if p.lds_addr is not None]
+    land_dma = dma_landing(dma) if dma else None
+    if dma and land_dma is None:
+        return False
     ids = {id(p) for p in done}
     keep = [i for i, p in enumerate(ref) if id(p) not in ids]
     scalar = [i for i, p in enumerate(ref) if id(p) in ids and p.sregs]  # each wave's own record there
@@ -229,6 +237,8 @@ def _uniform_wait(waves, vm: int, lgkm: int) -> bool:  # noqa: ANN001
     for p in done:
         if p.vregs:
             p.lot.land(b)
+    if land_dma is not None:
+        land_dma()
     return True
 
 

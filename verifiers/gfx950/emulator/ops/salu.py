@@ -6,10 +6,52 @@ result != 0 for bitwise ops and shifts, ...).
 """
 from __future__ import annotations
 
+from verifiers.gfx950.emulator.operands import EXEC, Const, Reg
+from verifiers.gfx950.emulator.ops import batched as B
 from verifiers.gfx950.emulator.ops.registry import op
+from verifiers.gfx950.emulator.state import const_bits
 
 M32 = 0xFFFFFFFF
 M64 = 0xFFFFFFFFFFFFFFFF
+
+
+# ------------------------------------------------------------------ batched forms (ops.batched)
+# Still a loop over the waves (each wave's SGPRs are its own Python list), without the
+# per-wave operand dispatch: sources resolved once, and ``quiet`` has already excluded the
+# in-flight-load hazards the per-wave reads and writes check.
+def _source(o, wide: bool):  # noqa: ANN001, ANN202
+    """(SGPR index, None) or (None, constant bits) of a scalar source; None for another form."""
+    if isinstance(o, Reg) and o.file == "s":
+        return o.index, None
+    if isinstance(o, Const):
+        return None, const_bits(o, "b64" if wide else "b32")
+    return None
+
+
+def _read(w, src, wide: bool):  # noqa: ANN001, ANN202
+    """(value, poisoned) of a resolved source in wave ``w``, as ``sread`` / ``spoison``."""
+    i, c = src
+    if i is None:
+        return c, False
+    s, sp = w.s, w.sp
+    if wide:
+        return s[i] | (s[i + 1] << 32), bool(sp[i]) or bool(sp[i + 1])
+    return s[i], bool(sp[i])
+
+
+def _dst(ins):  # noqa: ANN001, ANN202
+    """The destination SGPR(s) when ``swrite`` would neither refresh EXEC nor find a hazard."""
+    d = ins.operands[0]
+    return d if isinstance(d, Reg) and d.file == "s" and d.index < EXEC - 1 else None
+
+
+def _write(w, d, value: int, poison: bool, two: bool) -> None:  # noqa: ANN001 - ``swrite`` of a checked ``_dst``
+    p = 0xF if poison else 0
+    w.s[d] = value & M32
+    w.sp[d] = p
+    if two:
+        w.s[d + 1] = (value >> 32) & M32
+        w.sp[d + 1] = p
 
 
 def _s32(x: int) -> int:
@@ -42,7 +84,23 @@ def _sop2(name: str, fn, wide: bool = False, scc_in: bool = False):  # noqa: ANN
             w.scc = int(bool(scc))
             w.scc_poison = poison
 
+    def batched(waves, ins) -> bool:  # noqa: ANN001
+        d, sa, sb = _dst(ins), _source(ins.operands[1], wide), _source(ins.operands[2], wide)
+        if d is None or sa is None or sb is None or not B.quiet(waves, ins):
+            return False
+        two, mask = wide or d.count == 2, M64 if wide else M32
+        for w in waves:
+            (a, pa), (b, pb) = _read(w, sa, wide), _read(w, sb, wide)
+            res, scc = fn(a, b, w.scc) if scc_in else fn(a, b)
+            poison = pa or pb or (scc_in and w.scc_poison)
+            _write(w, d.index, res & mask, poison, two)
+            if scc is not None:
+                w.scc = int(bool(scc))
+                w.scc_poison = poison
+        return True
+
     op(name)(handler)
+    B.batched(name, handler, batched)
 
 
 def _add_u32(a, b):  # noqa: ANN001
@@ -157,6 +215,22 @@ def _cselect(w, ins):  # noqa: ANN001
     w.swrite(ins.operands[0], a if w.scc else b, w.spoison(pick, wide) or w.scc_poison, wide=wide)
 
 
+def _cselect_batched(waves, ins) -> bool:  # noqa: ANN001
+    wide = ins.mnemonic.endswith("b64")
+    d, sa, sb = _dst(ins), _source(ins.operands[1], wide), _source(ins.operands[2], wide)
+    if d is None or sa is None or sb is None or not B.quiet(waves, ins):
+        return False
+    two = wide or d.count == 2
+    for w in waves:
+        v, p = _read(w, sa if w.scc else sb, wide)
+        _write(w, d.index, v, p or w.scc_poison, two)
+    return True
+
+
+B.batched("s_cselect_b32", _cselect, _cselect_batched)
+B.batched("s_cselect_b64", _cselect, _cselect_batched)
+
+
 # ------------------------------------------------------------------ SOP1
 def _sop1(name: str, fn, wide: bool = False, src_wide: bool | None = None, scc: bool = False):  # noqa: ANN001
     sw = wide if src_wide is None else src_wide
@@ -169,7 +243,21 @@ def _sop1(name: str, fn, wide: bool = False, src_wide: bool | None = None, scc: 
         if scc:
             w.scc, w.scc_poison = int(r != 0), poison
 
+    def batched(waves, ins) -> bool:  # noqa: ANN001
+        d, sa = _dst(ins), _source(ins.operands[1], sw)
+        if d is None or sa is None or not B.quiet(waves, ins):
+            return False
+        two, mask = wide or d.count == 2, M64 if wide else M32
+        for w in waves:
+            a, poison = _read(w, sa, sw)
+            r = fn(a) & mask
+            _write(w, d.index, r, poison, two)
+            if scc:
+                w.scc, w.scc_poison = int(r != 0), poison
+        return True
+
     op(name)(h)
+    B.batched(name, h, batched)
 
 
 _sop1("s_mov_b32", lambda a: a)
@@ -193,6 +281,18 @@ def _movk(w, ins):  # noqa: ANN001
     w.swrite(ins.operands[0], _simm16(ins) & M32)
 
 
+def _movk_batched(waves, ins) -> bool:  # noqa: ANN001
+    d = _dst(ins)
+    if d is None or not B.quiet(waves, ins):
+        return False
+    for w in waves:
+        _write(w, d.index, _simm16(ins) & M32, False, d.count == 2)
+    return True
+
+
+B.batched("s_movk_i32", _movk, _movk_batched)
+
+
 def _simm16(ins) -> int:  # noqa: ANN001
     return ins.simm16
 
@@ -207,7 +307,21 @@ def _sopk(name: str, fn, scc_kind: str | None = None):  # noqa: ANN001
         if scc is not None:
             w.scc, w.scc_poison = int(bool(scc)), poison
 
+    def batched(waves, ins) -> bool:  # noqa: ANN001
+        d = _dst(ins)
+        if d is None or not B.quiet(waves, ins):
+            return False
+        k, two = _simm16(ins), d.count == 2
+        for w in waves:
+            a, poison = _read(w, (d.index, None), False)
+            r, scc = fn(a, k)
+            _write(w, d.index, r & M32, poison, two)
+            if scc is not None:
+                w.scc, w.scc_poison = int(bool(scc)), poison
+        return True
+
     op(name)(h)
+    B.batched(name, h, batched)
 
 
 _sopk("s_addk_i32", lambda a, k: _add_i32(a, k & M32))
@@ -251,7 +365,23 @@ def _cmp(name: str, rel: str, signed: bool, wide: bool, k: bool = False):
                 b = _s64(b) if wide else _s32(b)
         w.scc, w.scc_poison = int(_CMP[rel](a, b)), poison
 
+    def batched(waves, ins) -> bool:  # noqa: ANN001
+        sa = _source(ins.operands[0], wide)
+        sb = (None, _simm16(ins) if signed else _simm16(ins) & 0xFFFF) if k else _source(ins.operands[1], wide)
+        if sa is None or sb is None or not B.quiet(waves, ins):
+            return False
+        test, conv = _CMP[rel], (_s64 if wide else _s32) if signed else None
+        for w in waves:
+            (a, pa), (b, pb) = _read(w, sa, wide), _read(w, sb, wide)
+            if conv is not None:
+                a = conv(a)
+                if not k:
+                    b = conv(b)
+            w.scc, w.scc_poison = int(test(a, b)), pa or pb
+        return True
+
     op(name)(h)
+    B.batched(name, h, batched)
 
 
 for _rel in _CMP:

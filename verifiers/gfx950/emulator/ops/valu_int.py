@@ -162,7 +162,26 @@ def _bitop3(width: int):
     return h
 
 
-op("v_bitop3_b32")(_bitop3(32))
+def _bitop3_batched(waves, ins) -> bool:  # noqa: ANN001 - v_bitop3_b32 for many waves (ops.batched)
+    if not B.quiet(waves, ins) or any(getattr(o, "neg", False) or getattr(o, "abs", False) for o in ins.operands[1:4]):
+        return False
+    rows = B.slots(waves)
+    got = [B.src(waves, rows, o) for o in ins.operands[1:4]]
+    if any(g is None for g in got):
+        return False
+    (a, pa), (b, pb), (c, pc) = got
+    table = int(ins.modifiers.get("bitop3", 0))
+    r = np.zeros((len(waves), LANES), dtype=U32)
+    for i in range(8):
+        if table >> i & 1:
+            r |= (a if i & 4 else ~a) & (b if i & 2 else ~b) & (c if i & 1 else ~c)
+    B.store(waves, rows, ins.operands[0], r, B.full_poison(pa | pb | pc))
+    return True
+
+
+_BITOP3_B32 = _bitop3(32)
+op("v_bitop3_b32")(_BITOP3_B32)
+B.batched("v_bitop3_b32", _BITOP3_B32, _bitop3_batched)
 op("v_bitop3_b16")(_bitop3(16))
 
 
@@ -299,6 +318,27 @@ def _cndmask(w, ins):  # noqa: ANN001
     r = np.where(sel, b, a)
     p = np.where(sel, pb, pa) | (np.uint8(0xF) if w.spoison(sel_op, True) else np.uint8(0))
     w.vwrite(ins.operands[0], r, p)
+
+
+def _cndmask_batched(waves, ins) -> bool:  # noqa: ANN001 - the same for many waves (ops.batched)
+    sel_op = ins.operands[3]
+    if (not isinstance(sel_op, Reg) or sel_op.file != "s" or not B.quiet(waves, ins)
+            or any(getattr(o, "neg", False) or getattr(o, "abs", False) for o in ins.operands[1:3])):
+        return False
+    bits, bad = B.sgprs(waves, sel_op.index, 2)
+    if bad:
+        return False  # a poisoned select: per wave (its poison is that wave's)
+    rows = B.slots(waves)
+    ga, gb = B.src(waves, rows, ins.operands[1]), B.src(waves, rows, ins.operands[2])
+    if ga is None or gb is None:
+        return False
+    words = (bits[:, 0] | (bits[:, 1] << 32)).astype(np.uint64)
+    sel = np.unpackbits(words.view(np.uint8).reshape(len(waves), 8), axis=1, bitorder="little").astype(bool)
+    B.store(waves, rows, ins.operands[0], np.where(sel, gb[0], ga[0]), np.where(sel, gb[1], ga[1]))
+    return True
+
+
+B.batched("v_cndmask_b32", _cndmask, _cndmask_batched)
 
 
 # ------------------------------------------------------------------ lane access

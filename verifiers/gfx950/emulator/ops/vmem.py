@@ -22,6 +22,7 @@ import numpy as np
 from verifiers.gfx950.emulator.errors import MemoryAccessError
 from verifiers.gfx950.emulator.operands import Reg, Special
 from verifiers.gfx950.emulator.ops import batched as B
+from verifiers.gfx950.emulator.ops.ds import dma_issue_batched
 from verifiers.gfx950.emulator.ops.registry import op
 from verifiers.gfx950.emulator.state import LANES, POISON, Pending
 
@@ -248,8 +249,9 @@ def _scratch(w, ins, direction: str, kind: str, size: int, d16: str) -> None:  #
 
 # ------------------------------------------------------------------ batched loads (ops.batched)
 def _batch_addresses(waves, rows, ins, seg: str, vaddr_op, base_op, soff_op, size: int):  # noqa: ANN001
-    """(addresses [W, 64], in range [W, 64, dwords]) as ``_buffer_addresses`` / ``_global_addresses``
-    compute them per wave; None when a case needs the per-wave path (poison, swizzle)."""
+    """(addresses [W, 64], in range [W, 64, dwords] or None when every access is) as
+    ``_buffer_addresses`` / ``_global_addresses`` compute them per wave; None when a case needs
+    the per-wave path (poison, swizzle)."""
     m = ins.modifiers
     inst = int(m.get("offset", 0))
     ndw = max(1, size // 4)
@@ -299,10 +301,13 @@ def _batch_addresses(waves, rows, ins, seg: str, vaddr_op, base_op, soff_op, siz
             index = v
         else:
             voff = v
-    index = index + np.where((desc[:, 3] >> 23 & 1)[:, None] == 1, LANE[None, :], 0)
+    if (desc[:, 3] >> 23 & 1).any():
+        index = index + np.where((desc[:, 3] >> 23 & 1)[:, None] == 1, LANE[None, :], 0)
     offset = (voff + inst) & 0xFFFFFFFF
     addr = base + soff + offset + stride * index
     comp = 4 if size >= 4 else size
+    if not stride.any() and (offset.max(axis=1) + 4 * (ndw - 1) + comp <= num_records[:, 0]).all():
+        return addr, None  # every dword of every lane in range (the check below, on each wave's largest offset)
     starts = offset[..., None] + 4 * np.arange(ndw)
     in_range = np.where((stride == 0)[..., None], starts + comp <= num_records[..., None],
                         (index < num_records)[..., None])
@@ -400,9 +405,11 @@ def _load_batched(waves, ins) -> bool:  # noqa: ANN001 - ``_mem_op`` loads of wh
     if in_range is not None:
         ctx.stats["buffer_oob_loads"] += int((~in_range).any(axis=2).sum())
     if to_lds:
-        for j, w in enumerate(waves):
-            lds_base = w.m0 + int(ins.modifiers.get("offset", 0)) if seg == "buffer" else w.m0
-            ctx.lds_dma_issue(w, ins, lds_base + LANE * size, raw[j])
+        off = int(ins.modifiers.get("offset", 0)) if seg == "buffer" else 0
+        lds_addr = np.array([w.m0 for w in waves], dtype=np.int64)[:, None] + off + LANE * size
+        if not dma_issue_batched(waves, ins, lds_addr, raw):
+            for j, w in enumerate(waves):
+                ctx.lds_dma_issue(w, ins, lds_addr[j], raw[j])
         return True
     vals = np.ascontiguousarray(raw).view(U32).transpose(0, 2, 1)  # [W, dwords, 64]
     regs = tuple(range(data_op.index, data_op.index + ndw))
