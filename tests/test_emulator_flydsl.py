@@ -147,25 +147,29 @@ def test_emulate_command_reports_a_wrong_expectation(capsys, monkeypatch):
 
 
 def test_emulate_full_runs_the_real_shape_kernel(capsys):
-    """``check-kernel --emulate --full`` runs the FULL_EMULATED_ARMS (the card's deep-K kernel
-    compiled for the problem's N=2048, K=7168, its whole 56-tile K loop); here at M=64 (M is a
-    runtime argument: the same code, 8 of the 512 workgroups) so the test stays cheap. The
-    card shape itself is measured in bench/emulator_speed.py."""
+    """``check-kernel --emulate --full`` runs the FULL_EMULATED_ARMS (the card's 4-wave deep-K
+    kernel and the recipe's 8-wave cluster core, compiled for the problem's N=2048, K=7168, their
+    whole K loops); here at M=64 (M is a runtime argument: the same code, 8 of the 512 4-wave
+    workgroups, half of one 8-wave CTA's rows) so the test stays cheap. The card shape itself is
+    measured in bench/emulator_speed.py and by the CLI (docs/gfx950_emulator.md)."""
     import json
 
     from verifiers.gfx950.emulator.cli import emulate_command
     from verifiers.gfx950.targets import load_targets
 
     full = load_targets("flydsl_fp8_blockscale_gemm").full
-    assert [dict(a.dims) for a in full] == [{"M": 4096, "N": 2048, "K": 7168}]
+    assert [dict(a.dims) for a in full] == [{"M": 4096, "N": 2048, "K": 7168}] * 2
     rc = emulate_command("flydsl_fp8_blockscale_gemm", full=True, as_json=True, dims={"M": 64, "N": 2048, "K": 7168})
     doc = json.loads(capsys.readouterr().out)
     assert rc == 0, doc
     assert doc["full"] and doc["seconds"] > 0 and not doc["errors"]
-    (arm,) = doc["arms"]
-    assert arm["emulated_arm"] == "full_deepk" and arm["parity_holds"] and arm["dims"] == {"M": 64, "N": 2048, "K": 7168}
-    (launch,) = arm["launches"]
-    assert launch["workgroups"] == 8 and launch["instructions"] > 300_000  # the K loop ran, not a toy shape
+    four, eight = doc["arms"]
+    assert [four["emulated_arm"], eight["emulated_arm"]] == ["full_deepk", "full_8wave_cluster"]
+    for arm in (four, eight):
+        assert arm["parity_holds"] and arm["dims"] == {"M": 64, "N": 2048, "K": 7168}
+        (launch,) = arm["launches"]
+        assert launch["instructions"] > 300_000  # the K loop ran, not a toy shape
+    assert four["launches"][0]["workgroups"] == 8 and eight["launches"][0]["workgroups"] == 8
 
 
 def test_emulate_full_refuses_bad_use(capsys):
@@ -176,7 +180,7 @@ def test_emulate_full_refuses_bad_use(capsys):
 
     assert main(["check-kernel", "flydsl_fp8_blockscale_gemm", "--full"]) == 2
     assert "--full applies to --emulate" in capsys.readouterr().err
-    assert emulate_command("flydsl_mxfp8_8wave_gemm", full=True) == 2
+    assert emulate_command("flydsl_prefill_moe_stage2_fp8partial", full=True) == 2
     assert "declares no FULL_EMULATED_ARMS" in capsys.readouterr().err
     assert emulate_command("flydsl_fp8_blockscale_gemm", full=True, dims={"M": 64}) == 1
     assert "dims {'M': 64} must give a positive int for each of ['K', 'M', 'N']" in capsys.readouterr().out

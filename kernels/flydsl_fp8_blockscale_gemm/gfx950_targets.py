@@ -300,3 +300,10 @@ EMULATED_ARMS += [
                     "8-wave cluster core, deeper K: 8 K iterations (the scf.for loop runs 7 trips), an M tail "
                     "(192 = 128 + 64 rows), 2 N blocks"),
 ]
+
+#: ... and the recipe's narrow-N, deep-K row: ``config_for(4096, 2048, 7168)`` picks the 8-wave
+#: cluster core, here at that shape with its whole K loop (56 K iterations, 256 CTAs of 128x256)
+FULL_EMULATED_ARMS += [
+    _emulated_8wave("full_8wave_cluster", {"M": 4096, "N": 2048, "K": 7168}, CARD_CONFIG_8WAVE,
+                    "the recipe's 8-wave cluster core at the narrow-N, deep-K shape 4096x2048x7168 (config_for's pick)"),
+]

@@ -210,3 +210,11 @@ EMULATED_ARMS += [
     _emulated_8w("w8_bn128_direct_tail", "flydsl_8wave_direct", EMU_8W_TAIL, 128, "direct",
                  f"8-byte swap-ab stores, block_n=128: an {TAIL_8W}"),
 ]
+
+#: ``check-kernel --emulate --full``: the card's recipe arm at the problem's first shape,
+#: 1024x5120x2048, its whole K loop (16 steps of 128): ``pick_block_n`` picks 128 there (a grid
+#: of 80 wide blocks is launch-starved), so the permlane16_swap store stage runs, on 160 CTAs
+FULL_EMULATED_ARMS = [
+    _emulated_8w("full_recipe", "flydsl_8wave", {"M": 1024, "N": 5120, "K": 2048}, 128, "permlane",
+                 "the card's recipe (pick_block_n -> 128, permlane16_swap stores) at the problem's 1024x5120x2048"),
+]
