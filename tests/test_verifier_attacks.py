@@ -110,7 +110,11 @@ def test_wrapping_the_baselines_launch_is_impossible_from_another_process():
     report = run("baseline_wrapper", profile=False)
     assert report.verdict != "FASTER", report.summary()
     t = report.shape_reports[0].timing
-    assert t.baseline_drift is not None and abs(t.baseline_drift) < 0.5
+    assert t.baseline_drift is not None
+    # the baseline ran as it did alone; on a box other processes load, its two phases drift apart
+    # by themselves (+76 % seen beside a CI run), and the verdict above is what the defence buys
+    busy = t.box_load is not None and t.box_load.foreign_cores >= 0.5
+    assert abs(t.baseline_drift) < 0.5 or busy, (t.baseline_drift, t.box_load)
 
 
 def test_leaving_torch_thread_settings_for_the_baseline_changes_only_its_own_process():
