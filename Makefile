@@ -1,6 +1,7 @@
 # The two commands a newcomer needs (each does all set-up first):
 #   make serve   - run the MCP server on embedded defaults (HTTP on 127.0.0.1:8765)
-#   make test    - run the test suite
+#   make test    - run the test suite (two pytest-xdist workers: tests/conftest.py says what
+#                  runs on one worker and what runs alone)
 #   make wheel   - build the installable wheel into dist/ (cards and kernels embedded)
 # Everything runs from the project's virtual environment (.venv, made by setup).
 VENV := .venv/bin
@@ -10,7 +11,7 @@ setup:
 serve: setup
 	@$(VENV)/skill-server serve --transport http
 test: setup
-	@$(VENV)/python -m pytest -q --durations=30; rc=$$?; \
+	@$(VENV)/python -m pytest -q --durations=30 -n 2 --dist loadgroup --no-loadscope-reorder; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5): that is a failure here" >&2; fi; \
 	exit $$rc
 wheel:

@@ -22,7 +22,7 @@ want=$( (cat pyproject.toml setup.py scripts/setup.sh; readlink -f .venv/bin/pyt
 # runs this check before every start
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$PY" -c "
 import importlib.util as u, sys
-sys.exit(any(u.find_spec(m) is None for m in ('skill_server', 'torch', 'triton', 'flydsl', 'mcp', 'psycopg', 'ray')))" 2>/dev/null; then
+sys.exit(any(u.find_spec(m) is None for m in ('skill_server', 'torch', 'triton', 'flydsl', 'mcp', 'psycopg', 'ray', 'xdist')))" 2>/dev/null; then
   exit 0
 fi
 echo "== setup: installing project and dependencies" >&2

@@ -9,12 +9,78 @@ the reason, except where ``$SKILL_SERVER_TEST_REQUIRE_PG`` is set (CI), where th
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
+import box_share
+import process_owner
 import pytest
 from ledger_backends import Backend, make_backend
 from pg_cluster import DSN_ENV, REQUIRE_ENV, ThrowawayCluster, missing_reason, wait_ready
+
+process_owner.mark_this_session()  # before any test starts a process (tests/process_owner.py)
+
+
+# ----------------------------------------------------------------- two workers on one box
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist, on the controller: one lock folder for the workers of this run."""
+    config = node.config
+    if not hasattr(config, "_box_share_folder"):
+        config._box_share_folder = tempfile.mkdtemp(prefix="skill-tests-box-")
+    node.workerinput["box_share_folder"] = config._box_share_folder
+
+
+def pytest_unconfigure(config):
+    folder = getattr(config, "_box_share_folder", None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# Modules that compile FlyDSL kernels into the shared compile cache run on one worker: two
+# workers compiling one target at once do the work twice, and one may replace the cache entry
+# the other is reading its code object from.
+GFX950_COMPILES = {"test_emulator_flydsl", "test_emulator_verifier", "test_emulator_lockstep", "test_gfx950_gates",
+                   "test_moe_flydsl_gates", "test_mxfp8_flydsl", "test_recipe_dispatch", "test_reverify_emulated"}
+RAY = {"test_fleet", "test_fleet_ray"}  # one local Ray cluster at a time
+
+
+def _work_unit(item) -> str | None:
+    """The xdist group an item runs in (None: any worker, on its own)."""
+    module = item.module.__name__.rpartition(".")[2]
+    if module in GFX950_COMPILES:
+        return "gfx950-compile"
+    if module in RAY:
+        return "ray"
+    defs = [d for ds in item._fixtureinfo.name2fixturedefs.values() for d in ds]
+    if any(d.scope in ("module", "class") for d in defs):
+        return module  # its module-scoped fixture runs once, not once per worker
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
+def pytest_collection_modifyitems(config, items):
+    """On an xdist worker (``make test``): group the tests that share work or a resource
+    (``--dist loadgroup``), and hand out the slow ones first so that no long test starts
+    last while the other worker idles (the Makefile keeps this order: --no-loadscope-reorder)."""
+    if not hasattr(config, "workerinput"):
+        return
+    for item in items:
+        group = _work_unit(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: collection order otherwise
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """On an xdist worker: an ``alone`` test runs while no other worker runs a test (tests/box_share.py)."""
+    folder = getattr(item.config, "workerinput", {}).get("box_share_folder")
+    if folder is None:  # one process runs the whole session: nothing runs beside a test
+        return (yield)
+    with box_share.holding(Path(folder), item.get_closest_marker("alone") is not None):
+        return (yield)
 
 
 @pytest.fixture(autouse=True, scope="session")

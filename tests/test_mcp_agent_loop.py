@@ -2,7 +2,8 @@
 match -> recipe -> run_verifier with a candidate file (progress during the run, per shape
 and stage) -> the record is `verified` in the history; the same report edited by hand and
 sent to record_result is stored as `reported`; a report whose digest no longer matches is
-refused. Re-verification reports progress over both transports too."""
+refused. Re-verification reports progress over both transports too. Both are ``alone``
+(tests/box_share.py): the run must reach a timing verdict."""
 from __future__ import annotations
 
 import json
@@ -104,6 +105,7 @@ def check(out: dict) -> None:
     assert any("done" in m for m in out["reverify_events"])
 
 
+@pytest.mark.alone
 def test_the_agent_loop_over_stdio(tmp_path):
     ledger = tmp_path / "var" / "ledger.sqlite"
     cmd = cli_command()
@@ -120,6 +122,7 @@ def test_the_agent_loop_over_stdio(tmp_path):
     assert (tmp_path / "var" / "signing.key").stat().st_mode & 0o777 == 0o600
 
 
+@pytest.mark.alone
 def test_the_agent_loop_over_http(tmp_path):
     port = free_port()
     ledger = tmp_path / "var" / "ledger.sqlite"

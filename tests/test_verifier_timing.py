@@ -2,7 +2,8 @@
 a baseline that drifts once the candidate runs, calls shorter than the timer floor; and
 the statistics underneath.
 
-No absolute times are asserted: only verdicts and interval containment. The judge reads
+No absolute times are asserted: only verdicts and interval containment. The timed runs are
+``alone`` (tests/box_share.py): no other pytest worker's test runs beside them. The judge reads
 each arm's CPU time from its own process (every thread of the arm), so a loaded two-core
 box still gives stable per-round medians at these sizes.
 """
@@ -25,6 +26,7 @@ def timed(candidate_arm: str, baseline: str, shape: str, **options):
     return report, report.shape_reports[0].timing
 
 
+@pytest.mark.alone
 def test_aa_run_gives_no_difference():
     report, t = timed("torch_mm", "torch_mm", "192x192x192", rounds=7)
     assert t.status == "PASS", t.failures
@@ -39,6 +41,7 @@ def test_aa_run_gives_no_difference():
     assert len(t.warmup) == 3 and all(w.batches >= 2 and w.calls == 3 + 10 * (w.batches - 1) for w in t.warmup), t.warmup
 
 
+@pytest.mark.alone
 def test_slow_calls_warm_up_in_small_batches_and_fast_ones_in_full_batches():
     """A call of ~110 ms (Triton's CPU interpreter is 0.4-1.5 s) warms up in batches sized to half
     a second, not 10 calls each, and its blocks hold 2 calls, not 3: a smoke verification spent
@@ -54,6 +57,7 @@ def test_slow_calls_warm_up_in_small_batches_and_fast_ones_in_full_batches():
     assert t.ab.calls_per_block == 2 and t.aa.calls_per_block > 2, (t.ab.calls_per_block, t.aa.calls_per_block)
 
 
+@pytest.mark.alone
 def test_the_baseline_side_can_alternate_between_its_two_processes():
     """``ab_baselines=2``: the A/B rounds take the baseline from A and A' in turn (an ablation of
     per-process bias); the drift is measured against both processes' solo figures."""
@@ -63,6 +67,7 @@ def test_the_baseline_side_can_alternate_between_its_two_processes():
     assert t.solo_baseline_ms == pytest.approx((t.aa.median_a_ms + t.aa.median_b_ms) / 2)
 
 
+@pytest.mark.alone
 def test_arm_doing_three_times_the_work_is_slower_and_its_interval_sits_near_that_factor():
     # Three times the work against once, not 1.5x against 2x: on a shared two-core VM a 7-round A/A
     # spread (the noise floor) reached 0.3, which hid a 1.5x slowdown in CI. The pure-work factor is
@@ -75,6 +80,7 @@ def test_arm_doing_three_times_the_work_is_slower_and_its_interval_sits_near_tha
     assert t.ab.ci_low >= factor * 0.85 and t.ab.ci_high <= 0.6, (t.ab.ci_low, t.ab.ci_high)
 
 
+@pytest.mark.alone
 def test_cold_started_baseline_is_warmed_like_the_candidate():
     # a harness that timed the baseline once, cold, would report a large speedup here
     report, t = timed("torch_mm", "mm_coldstart", "192x192x192", rounds=7)
@@ -84,6 +90,7 @@ def test_cold_started_baseline_is_warmed_like_the_candidate():
     assert t.flush_bytes == 1 << 20 and t.rotating_sets == 3 and t.changing_inputs == ["a", "b"]
 
 
+@pytest.mark.alone
 def test_a_baseline_that_slows_down_once_the_candidate_exists_fails_the_run():
     """The solo figure is taken before any candidate process exists; a baseline three times
     slower in the A/B rounds would hand the candidate a FASTER verdict."""
@@ -117,6 +124,7 @@ def test_a_hard_drift_fails_an_undecided_run_unless_its_calls_sit_at_the_timer_f
         assert result.notes and "no verdict was given" in result.notes[0]
 
 
+@pytest.mark.alone
 def test_no_arm_is_timed_after_it_ran_the_profiler():
     """Profiling runs after the A/B rounds: an arm that slows once profiled (as every kernel does
     on a GPU with CUPTI left loaded) is timed at its own speed, and still profiled."""
@@ -127,6 +135,7 @@ def test_no_arm_is_timed_after_it_ran_the_profiler():
     assert t.status == "PASS" and t.ab.speedup > 0.6, (t.ab.speedup, t.reason)  # 0.33 if timed after profiling
 
 
+@pytest.mark.alone
 def test_with_several_shapes_the_baseline_is_profiled_once_after_every_shape_was_timed():
     """The baseline process serves every shape: profiled after the first shape's rounds, it would
     be timed at the next shape with the profiler's after-effects (three times slower here, the
@@ -141,6 +150,7 @@ def test_with_several_shapes_the_baseline_is_profiled_once_after_every_shape_was
         assert t.status == "PASS" and 0.6 < t.ab.speedup < 1.6, (s.shape, t.ab.speedup, t.reason)
 
 
+@pytest.mark.alone
 def test_calls_shorter_than_the_timer_floor_are_inconclusive():
     report, t = timed("torch_mm", "torch_mm", "4x4x4", floor_calls=40)  # the default: a steadier floor median
     assert t.status == "PASS" and t.verdict is None and report.verdict == "INCONCLUSIVE", (t.reason, t.failures)

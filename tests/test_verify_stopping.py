@@ -5,7 +5,8 @@ while `run_verifier` runs, and the client cancelling that request: within 5 s no
 zygote or arm process is left (nor, when the server or the CLI is gone, the warm judge
 template). They are found as the hooks find them: the `verifier-pycache` marker every
 verifier process carries in its command line (forked ones share their template's),
-narrowed to this checkout and to processes that did not exist before the test.
+narrowed to this checkout, to this test session (tests/process_owner.py: another pytest
+worker's verifications are not this test's) and to processes that did not exist before the test.
 
 What holds them: the judge dies with its parent (PR_SET_PDEATHSIG) and watches its stdin,
 whose write end only the caller holds, for end of file; the zygote and every arm die with
@@ -25,6 +26,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_support import BLOCKSCALE, REPO, cli_command, subprocess_env
+from process_owner import started_by_this_session
 
 pytestmark = pytest.mark.slow
 
@@ -50,7 +52,7 @@ def slow_candidate(folder: Path) -> str:
 
 
 def verifier_pids() -> dict[int, int]:
-    """pid -> parent pid of every verifier process of this checkout."""
+    """pid -> parent pid of every verifier process of this checkout and this test session."""
     out = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -60,7 +62,8 @@ def verifier_pids() -> dict[int, int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        if MARKER in cmd and str(REPO) in cmd and stat.rpartition(")")[2].split()[0] != "Z":
+        if (MARKER in cmd and str(REPO) in cmd and stat.rpartition(")")[2].split()[0] != "Z"
+                and started_by_this_session(int(entry.name))):
             out[int(entry.name)] = int(stat.rpartition(")")[2].split()[1])
     return out
 

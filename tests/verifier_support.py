@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from process_owner import started_by_this_session
+
 from verifiers.judge import parity
 from verifiers.arms.handle import ArmHandle, Zygote
 from verifiers.hw.device import Flusher, open_device
@@ -115,8 +117,9 @@ def failures(result: parity.ParityResult) -> str:
 
 def verifier_processes() -> list[str]:
     """Command lines of live processes started by this checkout's verifier (judge, zygote, its
-    forks: they keep the judge's command line, which names the checkout), so verifications of
-    another checkout running on the same box are not counted."""
+    forks: they keep the judge's command line, which names the checkout) for this test session
+    (tests/process_owner.py), so verifications of another checkout, or another pytest worker,
+    running on the same box are not counted."""
     from verifiers.launch.judge_launch import template_pids
     from verifiers.launch.runner import REPO_ROOT
 
@@ -129,6 +132,7 @@ def verifier_processes() -> list[str]:
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if ("verifiers.judge.process" in cmd or "verifiers.arms.zygote" in cmd) and str(REPO_ROOT) in cmd.split():
+        if (("verifiers.judge.process" in cmd or "verifiers.arms.zygote" in cmd) and str(REPO_ROOT) in cmd.split()
+                and started_by_this_session(int(entry.name))):
             out.append(f"{entry.name}: {cmd[:160]}")
     return out
