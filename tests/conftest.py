@@ -23,13 +23,16 @@ process_owner.mark_this_session()  # before any test starts a process (tests/pro
 
 
 # ----------------------------------------------------------------- two workers on one box
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node):
-    """pytest-xdist, on the controller: one lock folder for the workers of this run."""
-    config = node.config
+def _box_folder(config) -> str:
+    """On the controller: one folder for the workers of this run (locks, groups)."""
     if not hasattr(config, "_box_share_folder"):
         config._box_share_folder = tempfile.mkdtemp(prefix="skill-tests-box-")
-    node.workerinput["box_share_folder"] = config._box_share_folder
+    return config._box_share_folder
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    node.workerinput["box_share_folder"] = _box_folder(node.config)
 
 
 def pytest_unconfigure(config):
@@ -48,6 +51,8 @@ RAY = {"test_fleet", "test_fleet_ray"}  # one local Ray cluster at a time
 
 def _work_unit(item) -> str | None:
     """The xdist group an item runs in (None: any worker, on its own)."""
+    if _alone(item):
+        return "alone"  # one after the other on one worker: the other worker waits once, not per test
     module = item.module.__name__.rpartition(".")[2]
     if module in GFX950_COMPILES:
         return "gfx950-compile"
@@ -59,18 +64,33 @@ def _work_unit(item) -> str | None:
     return None
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
 def pytest_collection_modifyitems(config, items):
-    """On an xdist worker (``make test``): group the tests that share work or a resource
-    (``--dist loadgroup``), and hand out the slow ones first so that no long test starts
-    last while the other worker idles (the Makefile keeps this order: --no-loadscope-reorder)."""
+    """On an xdist worker (``make test``): hand out the modules with slow tests first, so that
+    no long test starts last while the other worker idles (the Makefile keeps this order:
+    --no-loadscope-reorder), and tell the controller's scheduler which tests run together."""
     if not hasattr(config, "workerinput"):
         return
-    for item in items:
-        group = _work_unit(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: collection order otherwise
+    # whole modules move (a module split in two would set its module-scoped fixtures up twice)
+    slow = {item.module.__name__ for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.module.__name__ not in slow)  # stable: collection order otherwise
+    groups = {item.nodeid: g for item in items if (g := _work_unit(item)) is not None}
+    box_share.write_groups(Path(config.workerinput["box_share_folder"]), groups)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` with the groups above. (xdist's own loadgroup reads ``xdist_group``
+    marks into node ids, which pytest 9 no longer lets a plugin rewrite: its groups are lost.)"""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    return box_share.grouped_scheduler(config, log, Path(_box_folder(config)))
+
+
+_BOX: list[box_share.BoxShare] = []
+
+
+def _alone(item) -> bool:
+    return item is not None and item.get_closest_marker("alone") is not None
 
 
 @pytest.hookimpl(wrapper=True)
@@ -79,7 +99,9 @@ def pytest_runtest_protocol(item, nextitem):
     folder = getattr(item.config, "workerinput", {}).get("box_share_folder")
     if folder is None:  # one process runs the whole session: nothing runs beside a test
         return (yield)
-    with box_share.holding(Path(folder), item.get_closest_marker("alone") is not None):
+    if not _BOX:
+        _BOX.append(box_share.BoxShare(Path(folder)))
+    with _BOX[0].test(_alone(item), _alone(nextitem)):
         return (yield)
 
 
@@ -135,3 +157,4 @@ def pg_backend(pg_dsn, tmp_path, monkeypatch) -> Backend:
     monkeypatch.setenv("SKILL_SERVER_KEY", str(backend.key_path))
     yield backend
     backend.drop()
+
