@@ -8,8 +8,9 @@ reference arm is bound as the baseline and the card's CPU baseline arm is the ca
 So a front end that ignores the binding runs another baseline (the problem's own default,
 the candidate itself) or none at all, and the test fails on the report's baseline; a record
 the ledger refuses fails it on the history. Quick settings as in test_mcp_agent_loop: the
-operator turns hidden shapes off and flushes 1 MiB; the client asks for 5 rounds, one seed,
-one call per block.
+operator turns hidden shapes and the profiler off (the profiled stages are
+test_mcp_agent_loop's; a verified record needs the timing, not the profile) and flushes
+1 MiB; the client asks for 5 rounds, one seed, one call per block.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from verifiers.problem import load_problem
 pytestmark = pytest.mark.slow
 
 CARDS = ("flydsl_fp8_blockscale_gemm", "flydsl_mxfp8_8wave_gemm", "flydsl_prefill_moe_stage2_fp8partial")
-OPERATOR = {"hidden_shapes": False, "flush_bytes": 1 << 20, "secret_seed": False}
+OPERATOR = {"hidden_shapes": False, "flush_bytes": 1 << 20, "secret_seed": False, "profile": False}
 CLIENT = {"rounds": 5, "seeds": [0], "bootstrap_samples": 200, "block_ms": 1.0, "min_calls_per_block": 1}
 
 
