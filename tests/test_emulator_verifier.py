@@ -32,7 +32,7 @@ def toolchain():
 def assert_parity_only(report):
     """Parity ran; timing, signature and segment did not; the report names the emulated
     platform and never an MI355X / ROCm one."""
-    assert report.verdict == "INCONCLUSIVE" and not report.complete
+    assert report.verdict == "INCONCLUSIVE" and not report.complete, report.summary()
     assert report.speedup is None
     prov = report.provenance
     assert prov.platform == "gfx950-emulated" and "MI355" not in prov.device_name
