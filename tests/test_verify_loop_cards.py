@@ -28,7 +28,9 @@ from mcp_support import SKILLS, cli_command, copy_skills, subprocess_env, text
 
 from verifiers.problem import load_problem
 
-pytestmark = pytest.mark.slow
+# alone: the verified record needs a timing verdict, and a box the other worker loads may rightly
+# give INCONCLUSIVE (seen in CI: 0.98 of 2 cores busy outside the verifier), which is never recorded
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 CARDS = ("flydsl_fp8_blockscale_gemm", "flydsl_mxfp8_8wave_gemm", "flydsl_prefill_moe_stage2_fp8partial")
 OPERATOR = {"hidden_shapes": False, "flush_bytes": 1 << 20, "secret_seed": False, "profile": False}

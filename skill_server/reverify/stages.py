@@ -100,7 +100,10 @@ def verifier_outcomes(report: Any, shapes: list[str], candidate: str, baseline: 
                 undecided.append(f"hidden shape {s.shape}: ERROR ({'; '.join(_problems(s)) or 'harness'})")
             continue
         # the report's label spells only the values (16384x2880x2880x128x4); its dims name them
-        by_shape[shape_text(dict(s.dims)) if s.dims else _key(s.shape)] = s
+        # (M=16384,...): a requested shape may be spelled either way
+        by_shape[_key(s.shape)] = s
+        if s.dims:
+            by_shape[shape_text(dict(s.dims))] = s
     outcomes = []
     for text in shapes:
         key = _key(text)
