@@ -62,4 +62,9 @@ def arm_environment(source: Mapping[str, str] | None = None, cpu: bool = False) 
             out[key] = value
     if cpu:
         out.setdefault("TRITON_INTERPRET", "1")
+    # numpy's OpenBLAS pool keeps its threads spinning after a call returns: CPU time of the
+    # arm's process outside launch(), which the CPU clock check reads as work the arm's own clock
+    # did not see (the honest Triton twin, whose interpreter calls numpy, FAILed it by 6-8 ms
+    # per call on a quiet 2-core box). One thread unless the operator says otherwise.
+    out.setdefault("OPENBLAS_NUM_THREADS", "1")
     return out
