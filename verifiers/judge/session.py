@@ -193,7 +193,7 @@ class Session:
         write (``Problem.refreshed_inputs``), are the template's own tensors. Nothing of a set
         reaches an arm before ``load`` writes it for that arm's call."""
         in_place = self.problem.refresh_inputs is not None
-        copied = self.refreshed() if in_place else self.changing
+        copied = self.refreshed()
         out = []
         for _ in range(n):
             values = {k: (v.clone() if in_place and k in copied else v) for k, v in template.items()}
@@ -205,8 +205,9 @@ class Session:
         return out
 
     def refreshed(self) -> list[str]:
-        """The changing inputs a staged call gets its own copy of."""
-        declared = self.problem.refreshed_inputs
+        """The changing inputs a staged call gets its own copy of: those the problem's refresh
+        writes (every changing one when it declares none, or has no refresh hook)."""
+        declared = self.problem.refreshed_inputs if self.problem.refresh_inputs is not None else None
         return list(self.changing) if declared is None else [n for n in self.changing if n in declared]
 
     def _refresh_checked_once(self, values: dict[str, "torch.Tensor"], copied: list[str]) -> None:

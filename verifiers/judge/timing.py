@@ -342,14 +342,14 @@ class TimingStage:
 
     # -- arms ------------------------------------------------------------------------
     def setup(self, arm: "Arm") -> TimedArm:
-        first = self.s.values_for(self.s.fresh_seed())
+        first = self.s.bind(arm, self.s.values_for(self.s.fresh_seed()))
         n = self._sets_per_arm(first)
-        sets = [self.s.bind(arm, first)] + [self.s.bind(arm, self.s.values_for(self.s.fresh_seed())) for _ in range(n - 1)]
+        sets = [first] + [self.s.bind(arm, self.s.values_for(self.s.fresh_seed())) for _ in range(n - 1)]
         timed = TimedArm(arm, sets, checks.SampleChecks(self.rules.rtol, self.rules.atol))
         self.timed.append(timed)
         return timed
 
-    def _sets_per_arm(self, values: dict[str, "torch.Tensor"]) -> int:
+    def _sets_per_arm(self, first: "BoundSet") -> int:
         """``rotating_sets``, or fewer where the three timed arms' sets would not fit in half the
         device's free memory (a set is its shared inputs and outputs plus the judge's private
         copy of the inputs: ~15 GiB at the MoE card's DeepSeek shape, where 9 sets ran the H200
@@ -361,8 +361,8 @@ class TimingStage:
         if self.gpu:
             import torch
 
-            inputs = sum(v.numel() * v.element_size() for v in values.values())
-            outputs = sum(v.numel() * v.element_size() for v in self.s.make_outputs().values())
+            inputs = sum(v.numel() * v.element_size() for v in first.values.values())
+            outputs = sum(v.numel() * v.element_size() for v in first.buffers.outputs.values())
             per_set = 2 * inputs + outputs
             free, _total = torch.cuda.mem_get_info(self.s.device.torch_device)
             fit = int(MEMORY_SHARE * free // max(TIMED_ARMS * per_set, 1))
@@ -552,8 +552,7 @@ class TimingStage:
 
     def staged_set_bytes(self, t: TimedArm) -> int:
         values = t.sets[0].values
-        copied = self.s.refreshed() if self.s.problem.refresh_inputs is not None else self.s.changing
-        return sum(values[n].numel() * values[n].element_size() for n in copied if n in values)
+        return sum(values[n].numel() * values[n].element_size() for n in self.s.refreshed() if n in values)
 
     def rounds(self, a: TimedArm | list[TimedArm], b: TimedArm, n: int, k: int, offset: int) -> list[RoundCalls]:
         """``a`` a list: round r's A side is ``a[r % len(a)]`` (baseline processes alternating)."""
