@@ -65,7 +65,8 @@ CPU = {"aa_problem": "tests/fixtures/cpu_matmul_problem.py", "aa_arm": "torch_mm
        "ablation_runs": 1, "reverify": False}
 #: one source of noise changed per row (GPU: the gated protocol's parts; CPU smoke: the same machinery)
 ABLATION = [
-    ("profiler loaded at the profiling stage, not while the judge starts", {"profiler_warm_early": False}),
+    ("profiler loaded while the judge starts (profiler_warm_early), not at the profiling stage",
+     {"profiler_warm_early": True}),
     ("today's per-call protocol (host round trip inside the arm's clock)", {"gpu_protocol": "per_call"}),
     ("gated, no slack pad (arm may queue after ready: host time in clocks)", {"gate_pad_us": 0.0}),
     ("no warm burst before blocks", {"warm_burst_ms": 0.0}),

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from verifier_support import PARITY_ONLY, PROBLEM_FILE, candidate, verifier_processes
+from verifier_support import PARITY_ONLY, PROBLEM_FILE, candidate, fast_options, verifier_processes
 
 from verifiers.launch import bytecode
 from verifiers.ipc import channel
@@ -119,3 +119,22 @@ def test_the_bytecode_cache_never_hands_out_a_tampered_file(tmp_path):
     fresh = cache.fresh_prefix()
     assert not (fresh / "x" / "m.cpython-311.pyc").exists()
     shutil.rmtree(fresh)
+
+
+def _stamps(log: str, label_part: str, event: str) -> list[float]:
+    return [float(line.rsplit(" ", 1)[1]) for line in log.splitlines()
+            if label_part in line.split("]", 1)[0] and f"fixture-load-{event} " in line]
+
+
+def test_the_second_baseline_has_loaded_before_any_candidate_code_runs():
+    """A' loads beside A (the judge's start is shorter by its load), but the judge waits for it
+    before the candidate's probe: no candidate code runs while a trusted process loads (a build
+    helper or a settling scheduler profile of A' would be blamed on the candidate)."""
+    report = verify(str(FIXTURES / "cpu_matmul_slow_second_baseline.py"), "arm:torch_mm", baseline="torch_mm",
+                    shapes=["32x32x32"], options=fast_options())
+    log = report.shape_reports[0].log_tail
+    a2_end = _stamps(log, "(A')", "end")
+    probe_start = _stamps(log, "(probe)", "start")
+    assert len(a2_end) == 1 and len(probe_start) == 1, log
+    assert a2_end[0] < probe_start[0], log
+    assert report.shape_reports[0].stages["load"].status == "PASS", report.shape_reports[0].stages

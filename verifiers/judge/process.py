@@ -8,8 +8,9 @@ The judge loads the harness, torch and the problem (inputs, oracle; never an arm
 never the candidate), makes itself a child subreaper, and starts the arm processes
 (``verifiers.arms.process``), each with a fresh bytecode prefix:
 
-1. baseline A (and, when timing, a second baseline A'), both trusted: their loaded
-   source files join the file manifest the caller re-hashes after the run;
+1. baseline A (and, when timing, a second baseline A' loading side by side with it), both
+   trusted and both loaded before any candidate code exists: the source files A loaded (A'
+   loads the same ones) join the file manifest the caller re-hashes after the run;
 2. a short-lived *probe* imports the candidate and checks the function exists (bad input
    FAILs in seconds), and must be gone before anything is timed;
 3. per visible shape: the baseline's parity references (every case, hidden shapes'
@@ -35,6 +36,7 @@ import tempfile
 import threading
 import time
 import traceback
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +58,6 @@ from verifiers.judge.profiling import candidate_signature, judge_traces, profile
 from verifiers.judge.session import Arm, Session, TreeWatch
 from verifiers.judge.timing import TimingStage
 from verifiers.launch import files, procwatch
-from verifiers.launch.bytecode import tree_digests, verified_copy
 from verifiers.problem import EMULATED_PLATFORM as EMULATED, for_platform, load_problem
 from verifiers.provenance import Provenance, runtime_versions
 from verifiers.report import HIDDEN_ONLY_STAGES, STAGES, Flag, ShapeReport, StageResult, shape_verdict
@@ -162,6 +163,10 @@ class Judge:
 
     def greet(self, arm: Any, role: str, builder: dict[str, Any], profile: bool) -> Any:
         self.watch.add(arm)
+        return self._hello(arm, role, builder, profile)
+
+    def _hello(self, arm: Any, role: str, builder: dict[str, Any], profile: bool) -> Any:
+        """Give a watched arm process its code (it imports the problem and builds the arm)."""
         device = "cpu" if role == "probe" else str(self.device.torch_device)  # a probe only imports
         hello = {"op": "hello", "role": role, "sys_path": self.job.sys_path, "problem": self.job.problem,
                  "builder": builder, "device": device, "profile": profile, "cpu_threads": self.options.cpu_threads}
@@ -351,11 +356,14 @@ class Judge:
         self.early = EarlyProfiler(bool(opts.profile and opts.profiler_warm_early and self.timed),
                                    str(self.device.torch_device), opts.load_timeout_s, self.progress.note)
         self.next_candidate = None
+        self.a2 = None
+        second = None
         try:
             self.zygote.wait_ready(opts.load_timeout_s)
             mark("start_zygote")
             self._early_candidate(self.labels[0])
             self.a = self.spawn(f"baseline {name} (A)", "baseline", True, self.zygote.prefix)
+            second = self._start_second_baseline(base_builder) if self.timed else None
             self.greet(self.a, "baseline", base_builder, opts.profile)
             self.early.warm(self.a)
             mark("start_baseline")
@@ -367,15 +375,15 @@ class Judge:
             return
         self._manifest(list(self.a.files))
         self._bytecode([Path(sys.pycache_prefix or ""), self.zygote.prefix, self.a.prefix])
-        # later arms start from A's prefix: candidates from links to it (they can only hurt
-        # themselves), the second baseline from a copy checked against digests taken now
-
-        self.a_prefix_digests = tree_digests(self.a.prefix)
+        # later arms start from A's prefix: candidates from links to it (they can only hurt themselves)
         self.template = self.prefix_copy(self.a.prefix)
         self.zygote.seal()
         if not self.early.enabled:  # else A loads its profiler meanwhile: suspended once that is done
             self.a.handle.suspend()
         mark("start_manifest")
+        if second is not None:  # no candidate code runs while a trusted process loads
+            self._join_second_baseline(second)
+        mark("start_second_baseline")
         # from here on bytecode is compiled in memory: nothing a candidate writes can be read
         sys.pycache_prefix = tempfile.mkdtemp(prefix="verifier-empty-pycache-", dir=self.tmp)
         sys.dont_write_bytecode = True
@@ -391,19 +399,6 @@ class Judge:
             self.skip_rest(list(self.reports), "the candidate could not be loaded")
             self._integrity_all()
             return
-        # the second baseline process (A/A) loads the files A loaded, into a prefix created now
-        self.a2 = None
-        if self.timed:
-            try:
-
-                self.a2 = self.spawn(f"baseline {name} (A')", "baseline", True,
-                                     verified_copy(self.a.prefix, self.a_prefix_digests, self.tmp))
-                self.greet(self.a2, "baseline", base_builder, False)
-                self.a2.handle.suspend()
-            except Blame as exc:
-                for label in self.reports:
-                    self.stage(label, "timing", "ERROR", f"the second baseline process could not be loaded: {exc.reason}")
-        mark("start_second_baseline")
         self.early.wait()  # nothing is timed while a profiler loads
         self.a.handle.suspend()
         mark("start_profiler_wait")
@@ -419,6 +414,36 @@ class Judge:
             for name in HIDDEN_ONLY_STAGES:
                 self.stage(label, name, "SKIPPED", "hidden shape: parity only")
         self._integrity_all()
+
+    def _start_second_baseline(self, builder: dict[str, Any]) -> "Future | None":
+        """Fork the second baseline process (A', for the A/A control) beside A and have it load on
+        its own socket while A loads and the judge hashes the manifest (``start_second_baseline``
+        is what is left to wait for): both start from the zygote's trusted bytecode before any
+        candidate code exists, and the judge waits for A' before the candidate's probe. None: it
+        could not be forked (every shape's timing says why)."""
+        self.a2 = None
+        try:
+            self.a2 = self.spawn(f"baseline {self.base_arm.name} (A')", "baseline", True, self.zygote.prefix)
+        except Blame as exc:
+            self._second_baseline_failed(exc.reason)
+            return None
+        self.watch.add(self.a2)  # on the judge's thread: the watch is not shared with the loader
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-second-baseline")
+        future = pool.submit(self._hello, self.a2, "baseline", builder, False)
+        pool.shutdown(wait=False)
+        return future
+
+    def _join_second_baseline(self, future: "Future") -> None:
+        try:
+            future.result()
+            self.a2.handle.suspend()
+        except Blame as exc:
+            self._second_baseline_failed(exc.reason)
+
+    def _second_baseline_failed(self, reason: str) -> None:
+        self.a2 = None
+        for label in self.reports:
+            self.stage(label, "timing", "ERROR", f"the second baseline process could not be loaded: {reason}")
 
     def _prepare_arms(self) -> bool:
         """Run the ``prepare`` step of the problem's arms in this run (the baseline, and the
