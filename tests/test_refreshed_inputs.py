@@ -70,3 +70,36 @@ def test_a_refresh_that_writes_an_undeclared_input_is_the_problems_error():
     with pytest.raises(Blame, match=r"wrote \['w2'\]"):
         session.stage(session.values_for(1), 2)
     assert session.refresh_checked is False
+
+
+@pytest.mark.parametrize("change", ["one_bit", "swap", "last_chunk", "permute"])
+def test_the_refresh_check_digest_sees_any_change_without_a_copy(monkeypatch, change):
+    from verifiers.judge import tensors
+
+    monkeypatch.setattr(tensors, "DIGEST_CHUNK", 1000)  # several chunks at a test's size
+    t = torch.randn(64, 96, generator=torch.Generator().manual_seed(0))  # rows of whole 8-byte words
+    before = tensors.content_digest(t)
+    assert tensors.content_digest(t.clone()) == before
+    words = t.view(-1).view(torch.int32)
+    if change == "one_bit":
+        words[17] ^= 1
+    elif change == "swap":
+        t[[3, 4]] = t[[4, 3]].clone()  # a pure reordering of the digest's words
+    elif change == "last_chunk":
+        words[-1] += 1
+    else:
+        t.copy_(t.flip(0))
+    assert tensors.content_digest(t) != before
+
+
+def test_a_refresh_that_only_reorders_an_undeclared_input_is_the_problems_error():
+    base = load_problem("flydsl_prefill_moe_stage2_fp8partial")
+
+    def shuffles(values, dims, seed):
+        base.refresh_inputs(values, dims, seed)
+        values["w2"].copy_(values["w2"].flip(0))  # same bytes, other experts' places
+
+    problem = dataclasses.replace(base, refresh_inputs=shuffles)
+    session = _session(problem, problem.smoke_shapes[0])
+    with pytest.raises(Blame, match=r"wrote \['w2'\]"):
+        session.stage(session.values_for(1), 2)

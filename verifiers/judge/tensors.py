@@ -100,6 +100,28 @@ def bitwise_equal(a: "torch.Tensor", b: "torch.Tensor") -> bool:
     return not bool(bitwise_differs(a, b).item())
 
 
+#: elements per chunk of ``content_digest`` (its int64 temporaries: 8 bytes each)
+DIGEST_CHUNK = 1 << 24
+
+
+def content_digest(t: "torch.Tensor") -> tuple[int, ...]:
+    """A digest of ``t``'s bytes computed where ``t`` lives, chunk by chunk, without a copy of
+    it: per chunk, the wrapping int64 sum of its words and of its words weighted by position
+    (a changed word changes the first sum, moved words the second). For checking that trusted
+    code left a tensor alone (an authoring mistake, not an adversary): the judge's check of a
+    problem's refresh against what it declares, at 7 GiB of MoE expert weights no clone fits."""
+    import torch
+
+    words = _words(t).reshape(-1)
+    sums = []
+    for start in range(0, words.numel(), DIGEST_CHUNK):
+        x = words[start:start + DIGEST_CHUNK].to(torch.int64)
+        weight = torch.arange(start, start + x.numel(), device=x.device, dtype=torch.int64) % 65521 + 1
+        sums.append(torch.stack([x.sum(), (x * weight).sum()]))
+    digest = torch.cat(sums).tolist() if sums else []
+    return (str(t.dtype), tuple(t.shape), *digest)
+
+
 def bitwise_differs(a: "torch.Tensor", b: "torch.Tensor") -> "torch.Tensor":
     """A 0-d bool tensor on ``a``'s device: any byte differs (same shape and dtype assumed).
     Nothing is read back, so a GPU caller can queue it and look after a block of calls."""
