@@ -206,3 +206,16 @@ def test_the_judges_preparation_is_compared_across_arms_in_the_chained_protocol(
     assert prep_gap("A/A", 0.333, 0.535, "A'", rel=0.5, either_way=True) is not None
     assert prep_gap("A/A", 0.535, 0.333, "A'", rel=0.5, either_way=True) is not None
     assert prep_gap("A/A", 0.224, 0.262, "A'", rel=0.5, either_way=True) is None
+
+
+def test_buffer_sets_per_arm_fit_half_the_free_device_memory():
+    """The MoE card's DeepSeek shape: a set (shared inputs and outputs plus the judge's private
+    copy of the inputs) is ~15 GiB; nine sets ran the H200 out of memory with ~125 GiB free."""
+    from verifiers.judge.timing import MEMORY_SHARE, TIMED_ARMS, sets_that_fit
+
+    gib = 1 << 30
+    assert sets_that_fit(3, 1 * gib, 120 * gib) == 3  # small sets: the options' count
+    n = sets_that_fit(3, 15 * gib, 125 * gib)
+    assert n == 1 and TIMED_ARMS * n * 15 * gib <= MEMORY_SHARE * 125 * gib
+    assert sets_that_fit(3, 10 * gib, 125 * gib) == 2
+    assert sets_that_fit(3, 200 * gib, 125 * gib) == 1  # never none: the shape says it ran out

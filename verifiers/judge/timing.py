@@ -283,6 +283,14 @@ def _quantile(xs: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def sets_that_fit(wanted: int, per_set_bytes: int, free_bytes: int) -> int:
+    """Buffer sets per timed arm: ``wanted``, or as many as let the ``TIMED_ARMS`` arms' sets
+    fit in ``MEMORY_SHARE`` of the free device memory; never fewer than one (a shape whose one
+    set does not fit runs out of memory and says so)."""
+    fit = int(MEMORY_SHARE * free_bytes // max(TIMED_ARMS * per_set_bytes, 1))
+    return max(1, min(wanted, fit))
+
+
 class TimingStage:
     def __init__(self, session: "Session", config: TimingConfig, rules: ParityRules, watch: "TreeWatch",
                  neighbours: "NeighbourWatch", generator: "torch.Generator", our_pids: Callable[[], set[int]],
@@ -365,9 +373,9 @@ class TimingStage:
             outputs = sum(v.numel() * v.element_size() for v in first.buffers.outputs.values())
             per_set = 2 * inputs + outputs
             free, _total = torch.cuda.mem_get_info(self.s.device.torch_device)
-            fit = int(MEMORY_SHARE * free // max(TIMED_ARMS * per_set, 1))
+            fit = sets_that_fit(n, per_set, free)
             if fit < n:
-                n = max(1, fit)
+                n = fit
                 self.memory_note = (f"buffer sets per arm: {n} of {self.cfg.rotating_sets} (a set takes "
                                     f"{per_set / 2**30:.1f} GiB; {free / 2**30:.1f} GiB of device memory free)")
         self.sets_per_arm = n
