@@ -293,12 +293,24 @@ class Judge:
         self.progress.total = 3 + per_shape * len(self.labels)
         torch.manual_seed(0)
 
-    def _manifest(self, extra: list[str]) -> None:
-        """Every source file the trusted processes rely on, hashed before any candidate runs."""
+    def _hash_own_sources(self) -> "Future":
+        """Start hashing the files the judge itself relies on (the harness, the problem's folder,
+        every module it loaded) on a thread, while A loads: most of the manifest, none of it
+        waiting for A (file reads and hashing let the main thread's socket waits run)."""
         loaded = {str(Path(m.__file__).resolve()) for m in list(sys.modules.values())
                   if isinstance(getattr(m, "__file__", None), str) and m.__file__.endswith(".py")}
-        paths = set(map(str, files.harness_sources() + files.problem_sources(self.job.problem))) | loaded | set(extra)
-        self.writer.send("manifest", {"files": files.digest_files(paths)})
+        paths = set(map(str, files.harness_sources() + files.problem_sources(self.job.problem))) | loaded
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-manifest")
+        future = pool.submit(files.digest_files, paths)
+        pool.shutdown(wait=False)
+        return future
+
+    def _manifest(self, own: "Future", extra: list[str]) -> None:
+        """Every source file the trusted processes rely on, hashed before any candidate runs:
+        the judge's own (``_hash_own_sources``) and the ones A loaded besides."""
+        digests = own.result()
+        digests.update(files.digest_files(set(extra) - set(digests)))
+        self.writer.send("manifest", {"files": dict(sorted(digests.items()))})
 
     def _bytecode(self, prefixes: list[Path]) -> None:
         """Digests of the bytecode trusted processes compiled this run (files the caller's
@@ -364,6 +376,7 @@ class Judge:
             self._early_candidate(self.labels[0])
             self.a = self.spawn(f"baseline {name} (A)", "baseline", True, self.zygote.prefix)
             second = self._start_second_baseline(base_builder) if self.timed else None
+            own_sources = self._hash_own_sources()
             self.greet(self.a, "baseline", base_builder, opts.profile)
             self.early.warm(self.a)
             mark("start_baseline")
@@ -373,7 +386,7 @@ class Judge:
                 self.stage(label, "load", "ERROR", f"the baseline arm could not be loaded: {reason}")
             self.skip_rest(list(self.reports), "the baseline arm could not be loaded")
             return
-        self._manifest(list(self.a.files))
+        self._manifest(own_sources, list(self.a.files))
         self._bytecode([Path(sys.pycache_prefix or ""), self.zygote.prefix, self.a.prefix])
         # later arms start from A's prefix: candidates from links to it (they can only hurt themselves)
         self.template = self.prefix_copy(self.a.prefix)
