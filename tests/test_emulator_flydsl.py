@@ -172,15 +172,47 @@ def test_emulate_full_runs_the_real_shape_kernel(capsys):
     assert four["launches"][0]["workgroups"] == 8 and eight["launches"][0]["workgroups"] == 8
 
 
-def test_emulate_full_refuses_bad_use(capsys):
+def test_an_emulated_arms_budget_reaches_its_launches(capsys, monkeypatch):
+    """The budget an arm declares (EmulatedArm.budget; the MoE card-shape arm raises launch's
+    default) is the one its kernels run under: a 1 ms budget stops the fused GEMM at the end of
+    its first batch of workgroups with the budget's message, an error of the arm (exit 1), never
+    a traceback. (The instruction budget is checked at backward branches, which the emulation
+    shape's two-step K loop never takes.)"""
+    from dataclasses import replace
+
+    from verifiers.gfx950.emulator import flydsl_arm
+    from verifiers.gfx950.emulator.cli import emulate_command
+    from verifiers.gfx950.targets import EmulationBudget
+
+    real = flydsl_arm.load_targets
+
+    def tight(folder):  # noqa: ANN001, ANN202
+        t = real(folder)
+        return replace(t, emulated=tuple(replace(a, budget=EmulationBudget(max_seconds=1e-3)) for a in t.emulated))
+
+    monkeypatch.setattr(flydsl_arm, "load_targets", tight)
+    assert emulate_command("flydsl_prefill_moe_stage2_fp8partial", arm="fused_pf8") == 1
+    out = capsys.readouterr().out
+    assert "fused_pf8" in out and "ERROR" in out and "emulation exceeded its 0.001 s budget" in out, out
+    with pytest.raises(ValueError, match="max_seconds must be positive"):
+        EmulationBudget(max_seconds=0)
+
+
+def test_emulate_full_refuses_bad_use(capsys, monkeypatch):
     """--full without --emulate, a folder without FULL_EMULATED_ARMS, dims that do not name the
     problem's dims: clear messages and exit codes, no traceback."""
+    from dataclasses import replace
+
     from skill_server.cli.entry import main
+    from verifiers.gfx950.emulator import cli
     from verifiers.gfx950.emulator.cli import emulate_command
 
     assert main(["check-kernel", "flydsl_fp8_blockscale_gemm", "--full"]) == 2
     assert "--full applies to --emulate" in capsys.readouterr().err
+    real = cli.load_targets
+    monkeypatch.setattr(cli, "load_targets", lambda folder: replace(real(folder), full=()))  # every card has some now
     assert emulate_command("flydsl_prefill_moe_stage2_fp8partial", full=True) == 2
     assert "declares no FULL_EMULATED_ARMS" in capsys.readouterr().err
+    monkeypatch.undo()
     assert emulate_command("flydsl_fp8_blockscale_gemm", full=True, dims={"M": 64}) == 1
     assert "dims {'M': 64} must give a positive int for each of ['K', 'M', 'N']" in capsys.readouterr().out
