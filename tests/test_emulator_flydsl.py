@@ -172,15 +172,77 @@ def test_emulate_full_runs_the_real_shape_kernel(capsys):
     assert four["launches"][0]["workgroups"] == 8 and eight["launches"][0]["workgroups"] == 8
 
 
-def test_emulate_full_refuses_bad_use(capsys):
+def test_emulate_moe_full_runs_the_card_shape_kernels_at_one_token(capsys):
+    """The MoE card's FULL_EMULATED_ARMS: the fused FlyDSL stage 2 (cshuffle_pf8 GEMM + infp8
+    reduce) compiled for the card's first shape (N=2880, K=2880, the scale calibrated for E=128,
+    top_k=4), against the torch baseline. Here at M=1 (M and the routing are runtime: the same
+    code objects; 4 expert blocks x 45 column tiles, each with the whole 90-step K loop, and the
+    padding rows of every block); the card shape itself is measured by the CLI
+    (bench/results/emulated_full_shapes.md)."""
+    import json
+
+    from verifiers.gfx950.emulator.cli import emulate_command
+    from verifiers.gfx950.targets import load_targets
+
+    folder = "flydsl_prefill_moe_stage2_fp8partial"
+    (arm,) = load_targets(folder).full
+    dims = {**arm.dims, "M": 1}
+    rc = emulate_command(folder, full=True, as_json=True, dims=dims)
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0, doc
+    (run,) = doc["arms"]
+    assert run["emulated_arm"] == "full_fused_pf8" and run["baseline"] == "torch_bf16" and run["dims"] == dims
+    assert run["parity_holds"] and not run["failures"], run["failures"]
+    gemm, reduce = run["launches"]  # one launch each: the check runs the kernels once
+    assert gemm["kernel"].startswith("moe2_gemm_cshuffle_pf8_s") and reduce["kernel"].startswith("moe_reduce_infp8_s")
+    assert gemm["kernel"].rpartition("_s")[2] == reduce["kernel"].rpartition("_s")[2]  # one scale, both sides
+    assert gemm["workgroups"] == 4 * 45 and gemm["instructions"] > 1_000_000  # the K loop ran, not a toy shape
+    assert not gemm["hazards"] and not reduce["hazards"]
+    # the torch baseline is the bf16-partial arithmetic: far closer to the oracle than fp8 partials
+    assert run["baseline_metrics"]["out"]["rel_l2"] < run["metrics"]["out"]["rel_l2"] / 4
+
+
+def test_an_emulated_arms_budget_reaches_its_launches(capsys, monkeypatch):
+    """The budget an arm declares (EmulatedArm.budget; the MoE card-shape arm raises launch's
+    default) is the one its kernels run under: a 1 ms budget stops the fused GEMM at the end of
+    its first batch of workgroups with the budget's message, an error of the arm (exit 1), never
+    a traceback. (The instruction budget is checked at backward branches, which the emulation
+    shape's two-step K loop never takes.)"""
+    from dataclasses import replace
+
+    from verifiers.gfx950.emulator import flydsl_arm
+    from verifiers.gfx950.emulator.cli import emulate_command
+    from verifiers.gfx950.targets import EmulationBudget
+
+    real = flydsl_arm.load_targets
+
+    def tight(folder):  # noqa: ANN001, ANN202
+        t = real(folder)
+        return replace(t, emulated=tuple(replace(a, budget=EmulationBudget(max_seconds=1e-3)) for a in t.emulated))
+
+    monkeypatch.setattr(flydsl_arm, "load_targets", tight)
+    assert emulate_command("flydsl_prefill_moe_stage2_fp8partial", arm="fused_pf8") == 1
+    out = capsys.readouterr().out
+    assert "fused_pf8" in out and "ERROR" in out and "emulation exceeded its 0.001 s budget" in out, out
+    with pytest.raises(ValueError, match="max_seconds must be positive"):
+        EmulationBudget(max_seconds=0)
+
+
+def test_emulate_full_refuses_bad_use(capsys, monkeypatch):
     """--full without --emulate, a folder without FULL_EMULATED_ARMS, dims that do not name the
     problem's dims: clear messages and exit codes, no traceback."""
+    from dataclasses import replace
+
     from skill_server.cli.entry import main
+    from verifiers.gfx950.emulator import cli
     from verifiers.gfx950.emulator.cli import emulate_command
 
     assert main(["check-kernel", "flydsl_fp8_blockscale_gemm", "--full"]) == 2
     assert "--full applies to --emulate" in capsys.readouterr().err
+    real = cli.load_targets
+    monkeypatch.setattr(cli, "load_targets", lambda folder: replace(real(folder), full=()))  # every card has some now
     assert emulate_command("flydsl_prefill_moe_stage2_fp8partial", full=True) == 2
     assert "declares no FULL_EMULATED_ARMS" in capsys.readouterr().err
+    monkeypatch.undo()
     assert emulate_command("flydsl_fp8_blockscale_gemm", full=True, dims={"M": 64}) == 1
     assert "dims {'M': 64} must give a positive int for each of ['K', 'M', 'N']" in capsys.readouterr().out

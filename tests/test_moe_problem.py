@@ -82,3 +82,27 @@ def test_scale_tags_round_trip():
         assert naming.scale_from_hex(tag) == fp8_format.as_f32(s)
         assert re.fullmatch(naming.REDUCE_INFP8, naming.reduce_name(True, s))
         assert re.search(naming.GEMM_PF8, naming.gemm_name(True, s))
+
+
+def test_the_full_emulated_arm_is_the_fused_stage2_at_the_cards_first_shape():
+    """``check-kernel --emulate --full`` runs the fused FlyDSL stage 2 (cshuffle_pf8 GEMM + infp8
+    reduce, both fp8, one calibrated scale) at the card's first real shape, against the torch
+    baseline (a CPU arm: the emulated run's relative rules need one), with a budget past
+    launch's default (418 M wave-instructions there). Importing the targets is cheap (no
+    torch, no flydsl), so this runs without the toolchain."""
+    from verifiers.gfx950.targets import load_targets
+
+    p = load_problem(NAME)
+    (arm,) = load_targets(NAME).full
+    assert dict(arm.dims) == dict(p.shapes[0]) == {"M": 16384, "N": 2880, "K": 2880, "E": 128, "top_k": 4}
+    assert arm.arm == "flydsl_fp8" and arm.expect_parity and arm.build == "flydsl_arms:build_fused_emulated"
+    assert arm.baseline == "torch_bf16" and "cpu" in p.arm(arm.baseline).platforms
+    assert {r: dict(k.config) for r, k in arm.kernels.items()} == {
+        "gemm": {"kernel": "gemm", "N": 2880, "K": 2880, "fp8": True, "scale_factor": 1.0, "scale_mode": "scaled"},
+        "reduce": {"kernel": "reduce", "top_k": 4, "N": 2880, "fp8": True, "scale_factor": 1.0},
+    }
+    assert arm.budget.max_instructions >= 600_000_000 and arm.budget.max_seconds >= 1800
+    # never an emulation-sized verify shape: the verifier's emulated platform does not offer it
+    from verifiers.gfx950.emulator.verifier_arms import declared_dims
+
+    assert dict(arm.dims) not in declared_dims(NAME)

@@ -13,12 +13,20 @@ flydsl_reduce_bf16   ablation   rocm           Triton moe2_gemm_bf16 + FlyDSL mo
 flydsl_reduce_fp8    ablation   rocm           Triton moe2_gemm_pf8_s<hex> + FlyDSL infp8 reduce
 flydsl_fp8_epilogue  ablation   rocm           moe2_gemm_accf32 + moe2_store_pf8_s<hex>
                                                (FlyDSL store epilogue) + moe_reduce_infp8_s<hex>
+torch_bf16           baseline   cpu            moe2_gemm_bf16_torch + moe_reduce_inbf16_torch
+                                               (torch steps, no kernel): the bf16-partial
+                                               baseline's arithmetic, fast at real shapes
 ===================  =========  =============  ==========================================
 
 ``flydsl_fp8_epilogue`` runs the FlyDSL fp8 store epilogue on hardware (the GEMM hands it
 fp32 accumulator rows through memory): it exists for parity of that kernel, not speed.
 
-Each ``build`` names the module that implements it (``triton_arms``, ``flydsl_arms``).
+``torch_bf16`` is the CPU baseline of the emulated real-shape run (``check-kernel --emulate
+--full``): the Triton baseline in Triton's interpreter would take hours there. It is bound
+nowhere by the card (CPU verification keeps ``triton_bf16``, the real kernels) and never runs
+on a GPU, where its operators would not be the baseline's kernels.
+
+Each ``build`` names the module that implements it (``triton_arms``, ``flydsl_arms``, ``torch_arms``).
 """
 from __future__ import annotations
 
@@ -34,6 +42,12 @@ BASELINE_SIGNATURE = SignatureSpec(
 FP8_SIGNATURE = SignatureSpec(
     required=(naming.GEMM_PF8, naming.REDUCE_INFP8),
     forbidden=(rf"^{naming.GEMM_BF16}$", naming.REDUCE_BF16, naming.STORE_BF16),
+    launches_per_iter=2,
+)
+#: the torch stand-in's two named CPU steps; never a Triton or FlyDSL kernel's name, never fp8
+TORCH_SIGNATURE = SignatureSpec(
+    required=(rf"^{naming.TORCH_GEMM_BF16}$", rf"^{naming.TORCH_REDUCE_BF16}$"),
+    forbidden=(r"pf8", r"infp8", rf"^{naming.GEMM_BF16}$", rf"^{naming.REDUCE_BF16}$"),
     launches_per_iter=2,
 )
 
@@ -101,5 +115,14 @@ ARMS = {
             forbidden=(rf"^{naming.GEMM_BF16}$", naming.REDUCE_BF16, naming.STORE_BF16),
             launches_per_iter=3,
         ),
+    ),
+    "torch_bf16": ArmSpec(
+        name="torch_bf16",
+        build="torch_arms:build_bf16",
+        role="baseline",
+        description="torch on CPU: grouped GEMM over the sorted blocks storing bf16 partials (fp32 products "
+                    "and sums, router weight in fp32) + fp32 top-k sum in slot order, bf16 out",
+        platforms=("cpu",),
+        signature=TORCH_SIGNATURE,
     ),
 }

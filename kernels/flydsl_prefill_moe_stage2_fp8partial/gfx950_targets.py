@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from verifiers.gfx950 import CompileTarget, EmulatedArm, GateSpec, emulation_kernel
+from verifiers.gfx950 import CompileTarget, EmulatedArm, EmulationBudget, GateSpec, emulation_kernel
 
 from skill_kernels.flydsl_prefill_moe_stage2_fp8partial.fp8_format import as_f32, f32_bits
 
@@ -286,10 +286,11 @@ def _emu_gemm(dims: dict, fp8: bool, scale_factor: float = 1.0, scale_mode: str 
 
 
 def _fused(name: str, arm: str, dims: dict, fp8: bool, description: str, *, gemm_factor: float = 1.0,
-           reduce_factor: float = 1.0, scale_mode: str = "scaled", expect_parity: bool = True) -> EmulatedArm:
+           reduce_factor: float = 1.0, scale_mode: str = "scaled", expect_parity: bool = True,
+           baseline: str = "triton_bf16", budget: EmulationBudget = EmulationBudget()) -> EmulatedArm:
     kernels = {"gemm": _emu_gemm(dims, fp8, gemm_factor, scale_mode), "reduce": _emu_reduce(dims, fp8, reduce_factor)}
     return EmulatedArm(name=name, arm=arm, dims=dims, kernels=kernels, build="flydsl_arms:build_fused_emulated",
-                       baseline="triton_bf16", expect_parity=expect_parity, description=description)
+                       baseline=baseline, expect_parity=expect_parity, description=description, budget=budget)
 
 
 #: fused GEMM shapes: N = 96 (a ragged 64-column tile), K = 64 (two 32-K steps); N = 192, K = 80
@@ -309,4 +310,24 @@ EMULATED_ARMS += [
     _fused("neg_fused_dropped_scale", "flydsl_fp8", EMU_DIMS, True,
            "WRONG on purpose: the producer's scale keyword dropped (stores e4m3(acc*w)), reducer 1/s: must FAIL",
            scale_mode="dropped", expect_parity=False),
+]
+
+
+# --------------------------------------------------------------------------- real card shape
+# ``check-kernel --emulate --full``: the fused FlyDSL stage 2 (cshuffle_pf8 GEMM + infp8 reduce)
+# compiled for the card's first shape (gpt-oss-120b-like: N=2880, K=2880; the scale calibrated
+# for N, K, E, top_k) and run over the whole routing of M=16384 tokens, 128 experts, top_k=4.
+# Its CPU baseline is ``torch_bf16`` (the bf16-partial baseline's arithmetic in torch): the
+# Triton baseline in Triton's interpreter would take hours at this shape. The GEMM's grid is
+# 1150 x 45 workgroups (1084 expert blocks with work, 90 K steps each): 418 M
+# wave-instructions, past launch's default budget (200 M, 900 s); the budget below leaves
+# ~2.4x the instructions and an hour (measured on this 2-core box: 0.28 M/s, 1474 s;
+# bench/results/emulated_full_shapes.md).
+CARD_GPT_OSS = {"M": 16384, "N": 2880, "K": 2880, "E": 128, "top_k": 4}
+CARD_BUDGET = EmulationBudget(max_instructions=1_000_000_000, max_seconds=3600.0)
+
+FULL_EMULATED_ARMS = [
+    _fused("full_fused_pf8", "flydsl_fp8", CARD_GPT_OSS, True,
+           "the fused FlyDSL stage 2 (cshuffle_pf8 GEMM + infp8 reduce) at the card shape "
+           "M=16384 N=2880 K=2880 E=128 top_k=4", baseline="torch_bf16", budget=CARD_BUDGET),
 ]

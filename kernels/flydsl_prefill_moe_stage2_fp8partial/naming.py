@@ -13,6 +13,10 @@ store epilogue (Fly)   ``moe2_store_bf16``               ``moe2_store_pf8_s<hex>
 top-k reduce           ``moe_reduce_inbf16``             ``moe_reduce_infp8_s<hex>``
 =====================  ===============================  ================================
 
+The torch stand-in for the baseline on CPU (``torch_arms``) runs no kernel: its two steps are
+``record_function`` ranges named ``moe2_gemm_bf16_torch`` and ``moe_reduce_inbf16_torch``, which
+the segment patterns cover and the anchored kernel names above never match.
+
 ``<hex>`` is the 8-digit lower-case IEEE float32 bit pattern of ``s`` (0.0007 ->
 ``3a378034``). Names are derived from the very compile-time values a kernel is
 specialised on (Triton: the ``repr`` hook reads the constexpr ``S``; FlyDSL: the kernel
@@ -32,6 +36,8 @@ GEMM_BF16 = "moe2_gemm_bf16"
 GEMM_ACC = "moe2_gemm_accf32"  # raw fp32 accumulator rows for a separate store epilogue
 STORE_BF16 = "moe2_store_bf16"
 REDUCE_BF16 = "moe_reduce_inbf16"
+TORCH_GEMM_BF16 = "moe2_gemm_bf16_torch"  # the torch baseline's steps (CPU ranges, not kernels)
+TORCH_REDUCE_BF16 = "moe_reduce_inbf16_torch"
 
 # regexes the problem's runtime signatures use (re.search over kernel names)
 GEMM_ANY = r"moe2_(gemm|store)"

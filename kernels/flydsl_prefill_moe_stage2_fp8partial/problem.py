@@ -28,8 +28,12 @@ The arms: ``arms.ARMS``.
 On CPU the Triton arms run in Triton's interpreter (no environment variable needed; the
 kernels use interpreter-safe rounding there) and each kernel call is wrapped in a
 ``torch.profiler.record_function`` carrying the kernel's name, so a CPU profile shows
-the same names a GPU trace does. No separate torch arm: the interpreter runs the very
-kernels whose names the signature checks, a torch arm could only imitate them.
+the same names a GPU trace does. The card's CPU binding keeps those arms: the interpreter
+runs the very kernels whose names the signature checks. The one torch arm, ``torch_bf16``
+(CPU only, bound nowhere), imitates no kernel: its steps carry their own names
+(``moe2_gemm_bf16_torch``, ``moe_reduce_inbf16_torch``); it is the baseline of the emulated
+run at a real card shape (``gfx950_targets.FULL_EMULATED_ARMS``), where the interpreted
+Triton baseline would take hours.
 
 The scale is calibrated per shape (``calibration.scale_for``: a draw on its own seed,
 largest |partial| -> 224 = half the e4m3 range) and is a compile-time constant of both

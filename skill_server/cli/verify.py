@@ -41,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--full", action="store_true",
                    help="with --emulate: run the card's FULL_EMULATED_ARMS, its kernel at the problem's real shape(s) "
                         "with the whole K loop (block-scale card: 4096x2048x7168, about 23.5 M wave-instructions), "
-                        "instead of the small shapes; expect minutes: about 2-4 min per shape on this 2-core box")
+                        "instead of the small shapes; expect minutes: about 2-4 min per shape on this 2-core box, "
+                        "about 26 min for the MoE card's stage 2 (M=16384 N=2880 K=2880 E=128: 425 M)")
     p.add_argument("-v", "--verbose", action="store_true")
     p.add_argument("--json", action="store_true", dest="as_json")
 

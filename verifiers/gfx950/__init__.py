@@ -26,13 +26,14 @@ from verifiers.gfx950.gates import (
 )
 from verifiers.gfx950.isa import KernelArtifacts, KernelResources
 from verifiers.gfx950.compile import CompileArtifacts, compile_target, compile_targets
-from verifiers.gfx950.targets import CompileTarget, EmulatedArm, emulation_kernel, load_targets
+from verifiers.gfx950.targets import CompileTarget, EmulatedArm, EmulationBudget, emulation_kernel, load_targets
 from verifiers.gfx950.check import check_kernel
 
 __all__ = [
     "CompileArtifacts",
     "CompileTarget",
     "EmulatedArm",
+    "EmulationBudget",
     "TargetGates",
     "GateResult",
     "GateSpec",

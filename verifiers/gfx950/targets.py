@@ -70,6 +70,23 @@ def emulation_kernel(name: str, make: Callable[[], tuple[Callable[..., Any], tup
 
 
 @dataclass(frozen=True)
+class EmulationBudget:
+    """Per-launch limits of an emulated arm's kernels (``dispatch.launch``'s ``max_instructions``
+    and ``max_seconds``: the guards against endless loops and grids too large to emulate).
+    None keeps launch's default (200 M wave-instructions, 900 s). Only an arm at a real card
+    shape needs more, and it says so where it is declared, next to its shape."""
+
+    max_instructions: int | None = None
+    max_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_instructions is not None and self.max_instructions <= 0:
+            raise ValueError(f"max_instructions must be positive, got {self.max_instructions}")
+        if self.max_seconds is not None and self.max_seconds <= 0:
+            raise ValueError(f"max_seconds must be positive, got {self.max_seconds}")
+
+
+@dataclass(frozen=True)
 class EmulatedArm:
     """One of the problem's FlyDSL arms, run on the gfx950 emulator at a small shape.
 
@@ -80,7 +97,8 @@ class EmulatedArm:
       where ``kernels[role](*launcher_args)`` runs that kernel on the emulator;
     expect_parity: False for a deliberately wrong variant that must FAIL the problem's parity;
     baseline: a CPU-runnable arm of the problem that stands in for the baseline in the
-      relative parity rules (the problem's own baseline may need a GPU).
+      relative parity rules (the problem's own baseline may need a GPU);
+    budget: the per-launch limits of its kernels (default: launch's own).
     """
 
     name: str
@@ -91,6 +109,7 @@ class EmulatedArm:
     baseline: str
     expect_parity: bool = True
     description: str = ""
+    budget: EmulationBudget = field(default_factory=EmulationBudget)
 
     def kernel_target_name(self, role: str) -> str:
         return f"emu_{self.name}_{role}"

@@ -72,12 +72,18 @@ def emulate_command(folder: str, *, as_json: bool = False, arm: str | None = Non
         for r in results:
             verdict = "as expected" if r.as_expected and not r.hazards else "NOT AS EXPECTED"
             want = "pass" if r.expect_parity else "fail"
-            cos = min((m["cosine"] for m in r.metrics.values()), default=float("nan"))
+            cos, rel = _worst(r.metrics)
+            base_cos, base_rel = _worst(r.baseline_metrics)
             hz = ", ".join(sorted({h.kind for h in r.hazards})) or "none"
             print(f"  {r.emulated_arm:<22} arm {r.problem_arm:<20} must {want}: parity "
-                  f"{'held' if r.parity_holds else 'failed'}, cosine {cos:.6f}, hazards {hz}, "
+                  f"{'held' if r.parity_holds else 'failed'}, cosine {cos:.6f}, rel-L2 {rel:.4g} (baseline "
+                  f"{r.baseline}: {base_cos:.6f}, {base_rel:.4g}), hazards {hz}, "
                   f"{sum(x.instructions for x in r.launches)} instructions in {r.emulate_seconds:.1f} s  -> {verdict}",
                   file=out)
+            if full:  # minutes per arm: where they went, launch by launch
+                for x in r.launches:
+                    print(f"      {x.kernel}: {x.workgroups} workgroups, {x.instructions} wave-instructions, "
+                          f"{x.seconds:.1f} s", file=out)
             for f in r.failures[:3] if r.expect_parity else []:
                 print(f"      {f}", file=out)
         for name, msg in errors.items():
@@ -85,6 +91,13 @@ def emulate_command(folder: str, *, as_json: bool = False, arm: str | None = Non
         print(f"  {len(arms)} arm(s) at {', '.join(sorted({_shape(r.dims) for r in results})) or '-'} in {seconds:.1f} s "
               "(compile, emulation, oracle and baseline)", file=out)
     return EXIT_FAIL if bad or errors else EXIT_OK
+
+
+def _worst(metrics: dict[str, dict]) -> tuple[float, float]:
+    """The lowest cosine and the highest relative L2 error over an arm's outputs (NaN: none)."""
+    if not metrics:
+        return float("nan"), float("nan")
+    return min(m["cosine"] for m in metrics.values()), max(m["rel_l2"] for m in metrics.values())
 
 
 def _shape(dims: dict[str, int]) -> str:

@@ -21,11 +21,11 @@ from pydantic import BaseModel
 
 from verifiers.gfx950.compile import compile_targets
 from verifiers.gfx950.emulator.code_object import load_code_object
-from verifiers.gfx950.emulator.dispatch import launch
+from verifiers.gfx950.emulator.dispatch import DEFAULT_MAX_INSTRUCTIONS, DEFAULT_MAX_SECONDS, launch
 from verifiers.gfx950.emulator.errors import EmulatorError
 from verifiers.gfx950.emulator.flydsl_host import HostFunction
 from verifiers.gfx950.emulator.report import EmulatedLaunch
-from verifiers.gfx950.targets import load_targets
+from verifiers.gfx950.targets import EmulationBudget, load_targets
 from verifiers.judge.metrics import output_metrics
 from verifiers.judge.parity import output_eps, parity_failures, rules_from
 from verifiers.problem import load_problem
@@ -34,18 +34,23 @@ from verifiers.problem import load_problem
 class EmulatedKernel:
     """A FlyDSL kernel compiled for gfx950, runnable on the emulator."""
 
-    def __init__(self, code_object: Path, host_ir: str, kernel: str, config: dict[str, Any]) -> None:
+    def __init__(self, code_object: Path, host_ir: str, kernel: str, config: dict[str, Any],
+                 budget: EmulationBudget | None = None) -> None:
 
         self.kernel_name = kernel
         self.config = dict(config)
         self.code_object = load_code_object(code_object)
         self.host = HostFunction(host_ir, kernel)
+        self.budget = budget or EmulationBudget()
         self.reports: list[EmulatedLaunch] = []
 
     def __call__(self, *launcher_args: Any) -> EmulatedLaunch:
 
         hl = self.host.run(launcher_args)
-        report = launch(self.code_object, hl.kernel, hl.grid, hl.block, hl.args, dynamic_lds_bytes=hl.dynamic_lds_bytes)
+        b = self.budget
+        report = launch(self.code_object, hl.kernel, hl.grid, hl.block, hl.args, dynamic_lds_bytes=hl.dynamic_lds_bytes,
+                        max_instructions=b.max_instructions or DEFAULT_MAX_INSTRUCTIONS,
+                        max_seconds=b.max_seconds or DEFAULT_MAX_SECONDS)
         self.reports.append(report)
         return report
 
@@ -76,7 +81,7 @@ def emulated_kernels(folder: str, name: str, *, use_cache: bool = True) -> dict[
         k = art.kernels[0]
         base = Path(art.artifacts_dir)
         out[role] = EmulatedKernel(base / k.code_object_file, (base / k.host_ir_file).read_text(), k.kernel,
-                                   dict(arm.kernels[role].config))
+                                   dict(arm.kernels[role].config), arm.budget)
     return out
 
 
@@ -123,7 +128,12 @@ class EmulatedParity(BaseModel):
 
 def run_emulated_parity(folder: str, name: str, seed: int = 0, dims: dict[str, int] | None = None) -> EmulatedParity:
     """``dims``: run at these problem dims instead of the arm's (only the kernel's runtime
-    dims, e.g. M of a GEMM compiled for its N and K, may differ; a cheaper run of the same code)."""
+    dims, e.g. M of a GEMM compiled for its N and K, may differ; a cheaper run of the same code).
+
+    Order: the oracle, then the CPU baseline (on a copy), then the emulated arm, last, on the
+    very inputs: whatever the arm does to them can no longer reach the oracle or the
+    baseline, so the inputs are never copied for the oracle (at the MoE card's real shape
+    they are 2.5 GB: a pristine copy beside them, plus the baseline's, would hold three)."""
     import torch
 
 
@@ -137,7 +147,10 @@ def run_emulated_parity(folder: str, name: str, seed: int = 0, dims: dict[str, i
     rules = rules_from(problem.parity)
     build = emulated_builder(folder, name)
     inputs = problem.make_inputs(dims, seed, "cpu")
-    pristine = {k: v.clone() for k, v in inputs.items()}
+    oracle = problem.oracle(inputs, dims)
+    base_outputs = problem.make_outputs(dims, "cpu")
+    base_build = problem.resolve_builder(problem.arm(arm.baseline).build)
+    base_build({k: v.clone() for k, v in inputs.items()}, base_outputs)()  # its copy is gone once it returns
     outputs = problem.make_outputs(dims, "cpu")
     for t in outputs.values():
         if t.dtype.is_floating_point:
@@ -145,10 +158,7 @@ def run_emulated_parity(folder: str, name: str, seed: int = 0, dims: dict[str, i
     t0 = time.perf_counter()
     build(inputs, outputs)()
     seconds = time.perf_counter() - t0
-    oracle = problem.oracle(pristine, dims)
-    base_outputs = problem.make_outputs(dims, "cpu")
-    base_inputs = {k: v.clone() for k, v in pristine.items()}
-    problem.resolve_builder(problem.arm(arm.baseline).build)(base_inputs, base_outputs)()
+    del inputs
     failures: list[str] = []
     metrics, base_metrics = {}, {}
     with torch.no_grad():
