@@ -38,8 +38,11 @@ def _child(control: socket.socket, arm_fd: int, log_fd: int, prefix: str, write_
            policy: dict | None) -> None:
     # lazy: only after main's setup message (caller's sys.path, env, bytecode prefix); -I ignores PYTHONPATH
     from verifiers.arms import process as arm
+    # lazy: only after main's setup message (caller's sys.path, env, bytecode prefix); -I ignores PYTHONPATH
     from verifiers.launch import procwatch
+    # lazy: only after main's setup message (caller's sys.path, env, bytecode prefix); -I ignores PYTHONPATH
     from verifiers.arms import sandbox
+    # lazy: only after main's setup message (caller's sys.path, env, bytecode prefix); -I ignores PYTHONPATH
     from verifiers.ipc import wire
 
     control.close()
@@ -74,7 +77,9 @@ def _warm_profiler() -> None:
 
 
 def main(fd: int) -> None:
+    # lazy: only after main's setup message (caller's sys.path, env, bytecode prefix); -I ignores PYTHONPATH
     from verifiers.launch import procwatch
+    # lazy: only after main's setup message (caller's sys.path, env, bytecode prefix); -I ignores PYTHONPATH
     from verifiers.ipc import wire
 
     procwatch.die_with_parent()
@@ -111,11 +116,17 @@ def main(fd: int) -> None:
             pass
     # lazy: only after main's setup message (caller's sys.path, env, bytecode prefix); -I ignores PYTHONPATH
     import trace_readers  # noqa: F401  (an arm's profile_stop reads its trace with it)
+    # lazy: only after main's setup message (caller's sys.path, env, bytecode prefix); -I ignores PYTHONPATH
     import verifiers.arms.process  # noqa: F401  (the arm side of the harness, loaded before any fork)
+    # lazy: only after main's setup message (caller's sys.path, env, bytecode prefix); -I ignores PYTHONPATH
     import verifiers.arms.candidate  # noqa: F401
+    # lazy: only after main's setup message (caller's sys.path, env, bytecode prefix); -I ignores PYTHONPATH
     import verifiers.judge.kernel_trace  # noqa: F401
+    # lazy: only after main's setup message (caller's sys.path, env, bytecode prefix); -I ignores PYTHONPATH
     import verifiers.problem  # noqa: F401
+    # lazy: only after main's setup message (caller's sys.path, env, bytecode prefix); -I ignores PYTHONPATH
     import verifiers.arms.sandbox  # noqa: F401
+    # lazy: only after main's setup message (caller's sys.path, env, bytecode prefix); -I ignores PYTHONPATH
     import verifiers.ipc.shared_buffers  # noqa: F401
 
     wire.send(control, {"ok": True, "pid": os.getpid()})
