@@ -86,12 +86,19 @@ def kill_leftovers(pids: list[int]) -> None:
             pass
 
 
+def _interruptible() -> None:
+    """Ctrl-C as in a terminal: a suite started in the background of a non-interactive shell
+    (``bash .ci/run &``) hands its children SIGINT ignored, which Python then keeps, by design."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
 def test_a_signal_to_the_cli_leaves_no_verifier_process(tmp_path, sig):
     before = set(verifier_pids())
     args = ["--candidate", slow_candidate(tmp_path), "--shape", SHAPE, "--no-timing", "--seed", "0", "--options", OPTIONS]
     proc = subprocess.Popen([*cli_command(), "verify", BLOCKSCALE, *args, "--no-record"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=subprocess_env(), cwd=str(tmp_path))
+                            stderr=subprocess.PIPE, text=True, env=subprocess_env(), cwd=str(tmp_path),
+                            preexec_fn=_interruptible)
     try:
         assert proc.stderr is not None
         for line in proc.stderr:  # progress lines: stop it once the candidate's first call runs
