@@ -300,10 +300,7 @@ class Judge:
         loaded = {str(Path(m.__file__).resolve()) for m in list(sys.modules.values())
                   if isinstance(getattr(m, "__file__", None), str) and m.__file__.endswith(".py")}
         paths = set(map(str, files.harness_sources() + files.problem_sources(self.job.problem))) | loaded
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-manifest")
-        future = pool.submit(files.digest_files, paths)
-        pool.shutdown(wait=False)
-        return future
+        return _in_background("judge-manifest", files.digest_files, paths)
 
     def _manifest(self, own: "Future", extra: list[str]) -> None:
         """Every source file the trusted processes rely on, hashed before any candidate runs:
@@ -441,10 +438,7 @@ class Judge:
             self._second_baseline_failed(exc.reason)
             return None
         self.watch.add(self.a2)  # on the judge's thread: the watch is not shared with the loader
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-second-baseline")
-        future = pool.submit(self._hello, self.a2, "baseline", builder, False)
-        pool.shutdown(wait=False)
-        return future
+        return _in_background("judge-second-baseline", self._hello, self.a2, "baseline", builder, False)
 
     def _join_second_baseline(self, future: "Future") -> None:
         try:
@@ -779,6 +773,15 @@ class Judge:
             report.verdict = shape_verdict(report.stages, report.timing)
             out.append(report)
         return out
+
+
+def _in_background(name: str, fn: Any, *args: Any) -> Future:
+    """``fn(*args)`` on a thread of its own (named ``name``), which ends with it; its Future."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+    try:
+        return pool.submit(fn, *args)
+    finally:
+        pool.shutdown(wait=False)
 
 
 def pick_baseline(problem: Any, name: str | None, binding: dict[str, str], platform: str) -> Any:

@@ -239,14 +239,6 @@ def _copy_checked(root: Path, manifest: dict[str, str], target: Path) -> None:
             dst.unlink(missing_ok=True)
 
 
-def verified_copy(source: Path, digests: dict[str, str], parent: Path | None = None) -> Path:
-    """A new directory with the files of ``source`` whose content still has ``digests``
-    (taken while no untrusted process existed); anything else is left out."""
-    target = Path(tempfile.mkdtemp(prefix="verifier-pycache-", dir=str(parent) if parent else scratch_root()))
-    _copy_checked(source, digests, target)
-    return target
-
-
 def persisted_folder() -> Path | None:
     """Where this interpreter's bytecode may persist across processes: only while arms run
     under Landlock (which keeps them out of the cache folder) and the operator allows it."""
