@@ -167,19 +167,27 @@ def test_a_candidate_that_raises_at_import_fails_in_the_probe_before_anything_is
     assert report.shape_reports[0].timing is None and verifier_processes() == []
 
 
-def test_a_candidate_forked_early_for_the_profiler_gets_its_code_only_after_the_solo_phase():
-    """GPU default (``profiler_warm_early``), forced on a CPU: the candidate's process is forked
-    and loads the profiler while the judge starts; the candidate's module is imported into it
-    only after the baseline was timed alone, and the verdict is an ordinary one."""
-    seen: list[str] = []
-    report = verify_decided(PROBLEM_FILE, HONEST, shapes=["192x192x192", "128x128x128"],
-                            options=fast_options(seeds=[0], profiler_warm_early=True),
-                            progress=lambda d, t, m: seen.append(m))
+def test_the_candidate_is_profiled_in_a_process_that_gets_its_code_only_after_the_timing():
+    """Profiling runs in processes that are never timed (``verifiers.judge.profiler_arms``): each
+    shape's candidate profiler process is forked early with trusted code only and imports the
+    candidate only once that shape's A/B rounds are over; the timed candidate process is another
+    one, and the verdict is an ordinary one."""
+    import re
+
+    seen: list[tuple[float, str]] = []
+    report = verify_decided(PROBLEM_FILE, candidate("honest_says_when_loaded"), shapes=["192x192x192", "128x128x128"],
+                            options=fast_options(seeds=[0]), progress=lambda d, t, m: seen.append((time.monotonic(), m)))
     assert report.verdict in ("FASTER", "SLOWER", "NO_DIFFERENCE"), report.summary()
     assert all(s.status == "PASS" for s in report.stages.values()), report.summary()
-    first, second = report.shape_reports
-    assert "start_profiler_wait" in first.phase_seconds and "candidate_start" in second.phase_seconds
-    for shape in ("192x192x192", "128x128x128"):  # each shape's candidate: its code after its solo phase
-        solo = next(i for i, m in enumerate(seen) if m.startswith(shape) and "A/A control" in m)
-        started = next(i for i, m in enumerate(seen) if m.startswith(shape) and "starting the candidate" in m)
-        assert solo < started
+    loads = [(label, float(t), int(pid)) for label, t, pid in re.findall(
+        r"\[(candidate [^\]]*)\] candidate module loaded at ([0-9.]+) in pid (\d+)", report.shape_reports[0].log_tail)]
+    profiled = [(t, pid) for label, t, pid in loads if label.endswith("(profiler)")]
+    timed = [(t, pid) for label, t, pid in loads if not label.endswith("(profiler)") and "probe" not in label]
+    assert len(profiled) == 2 and len(timed) == 2, loads
+    assert not {pid for _, pid in profiled} & {pid for _, pid in timed}
+    for shape, (t_loaded, _) in zip(("192x192x192", "128x128x128"), sorted(profiled)):
+        # the message is read here after the judge sent it: its time here is an upper bound of the rounds' start
+        rounds = max(t for t, m in seen if m.startswith(shape) and "A/B rounds" in m)
+        assert rounds < t_loaded, (shape, rounds, t_loaded)
+    for s in report.shape_reports:
+        assert "profile_candidate_load" in s.phase_seconds and "profile_wait" in s.phase_seconds

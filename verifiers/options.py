@@ -70,11 +70,10 @@ class VerifyOptions(BaseModel):
     # runtime signature / segment
     profile: bool = True
     profile_calls: int = Field(3, ge=1)
-    profiler_warm_early: bool = Field(
-        False, description="the profiled arms load the profiler while the judge starts, not after the timing: "
-                           "~1 s less per verdict on the H200, but there the judge's clock then read the baseline "
-                           "~1 % slower in A/A runs (judge-clock power lost: see docs/verifier.md); off by default. "
-                           "On a CPU the load is a no-op and only the candidate's early fork is exercised")
+    profiler_loads_during_timing: bool = Field(
+        True, description="the profiler processes (never timed) load the profiler while arms are timed: host work "
+                          "in processes that launch nothing (~6 s on the H200). Off: the judge waits for it before "
+                          "each timed phase (the bench's ablation row)")
     candidate_required: list[str] = Field(default_factory=list, description="extra kernel regexes the candidate must run")
     candidate_forbidden: list[str] = Field(default_factory=list)
     candidate_launches_per_iter: int | None = Field(None, ge=1)

@@ -35,7 +35,7 @@ PROFILES_DIR_ENV = "SKILL_SERVER_PROFILES_DIR"
 # Effort and precision knobs only; everything else in VerifyOptions is the operator's.
 CLIENT_VERIFY_OPTIONS = frozenset({
     "rounds", "aa_rounds", "block_ms", "min_calls_per_block", "max_calls_per_block", "warmup_ms",
-    "warmup_calls", "bootstrap_samples", "timing", "cpu_threads", "seeds", "profile_calls", "profiler_warm_early",
+    "warmup_calls", "bootstrap_samples", "timing", "cpu_threads", "seeds", "profile_calls", "profiler_loads_during_timing",
     "device", "time_limit_s",
 })
 

@@ -19,6 +19,7 @@ link           open the judge's ``ready`` event, make ``done`` (chained protocol
 chain          queue one call: wait for the judge's ``ready``, device events around
                ``launch()``, record ``done``; no synchronise (``verifiers.judge.session``)
 times          the timed figures since the last ``times``
+device_open    open the device context before the code arrives (a profiler process)
 profile_*      torch.profiler around ``pcall`` launches; returns kernel records
 release        drop a launch and its buffers
 =============  ================================================================
@@ -177,11 +178,22 @@ class ArmRuntime:
         self.pending = []
         return {"ok": True, "ms": ms}
 
+    def device_open(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Open the device context of a process forked ahead of its code (a candidate's profiler
+        process), so that it opens before anything is timed rather than beside a timed phase."""
+        import torch
+
+        device = str(msg.get("device", ""))
+        if device.startswith("cuda"):
+            torch.cuda.set_device(torch.device(device))
+            torch.cuda.init()
+        return {"ok": True}
+
     def profile_warm(self, msg: dict[str, Any]) -> dict[str, Any]:
         """One empty profiler session on ``msg["device"]``, before anything is timed: the first
         start of the GPU profiler in a process costs seconds of host work (loading CUPTI: 5-6.5 s
-        on the H200, with or without a context; a second start 1 ms). The judge has every arm
-        it will profile do it side by side while it starts, not after the timing. Torch's
+        on the H200, with or without a context; a second start 1 ms). The judge has its profiler
+        processes do it while it goes on (``verifiers.judge.profiler_arms``). Torch's
         profiler tears CUPTI down at the end of a session: a cuBLAS GEMM timed 0.1759 ms before
         and after (bench/results/h200_profiler_start)."""
         import torch
@@ -243,8 +255,9 @@ def serve(sock: socket.socket) -> None:
     runtime = ArmRuntime(sock)
     handlers = {"build": None, "call": runtime.call, "timed": runtime.timed, "times": runtime.times,
                 "link": runtime.link, "chain": runtime.chain,
-                "profile_warm": runtime.profile_warm, "profile_start": runtime.profile_start, "pcall": runtime.pcall,
-                "profile_stop": runtime.profile_stop, "release": runtime.release}
+                "device_open": runtime.device_open, "profile_warm": runtime.profile_warm,
+                "profile_start": runtime.profile_start, "pcall": runtime.pcall, "profile_stop": runtime.profile_stop,
+                "release": runtime.release}
     while True:
         try:
             msg, fds = wire.recv(sock)

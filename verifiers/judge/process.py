@@ -16,9 +16,10 @@ never the candidate), makes itself a child subreaper, and starts the arm process
 3. per visible shape: the baseline's parity references (every case, hidden shapes'
    cases included), then A's warm-up, timer floor and the A/A control -- all while no
    candidate process exists; then a fresh candidate process C: its parity cases
-   (hidden ones interleaved), the A/B rounds, then profiling of C; then C exits. The
-   baseline A is profiled once, after the last shape's A/B rounds, at every shape, side by
-   side with the last shape's C (so no process is timed after it ran the profiler).
+   (hidden ones interleaved), the A/B rounds; then C exits.
+4. profiling, per shape after its A/B rounds, in processes that are never timed
+   (``verifiers.judge.profiler_arms``): the baseline's profiler process, loaded beside A,
+   and the shape's candidate profiler process, which gets the candidate's code only now.
 
 Nothing in an arm's argv or environment says which case is hidden or what the secret
 seed is: the arms get buffers and ``build`` / ``call`` commands, nothing else. The
@@ -53,7 +54,7 @@ from verifiers.ipc import channel
 from verifiers.ipc.job import JudgeJob
 from verifiers.judge.blame import Blame
 from verifiers.judge.parity import baseline_ref, candidate_case, plan_for, rules_from, summarize
-from verifiers.judge.profiler_warm import EarlyProfiler
+from verifiers.judge.profiler_arms import ProfilerArm
 from verifiers.judge.profiling import candidate_signature, judge_traces, profile_arms
 from verifiers.judge.session import Arm, Session, TreeWatch
 from verifiers.judge.timing import TimingStage
@@ -326,21 +327,63 @@ class Judge:
             out.append({"dir": str(prefix), "digests": digests})
         self.writer.send("bytecode", {"prefixes": out})
 
-    def _early_candidate(self, label: str) -> None:
-        """Fork the process the candidate of ``label`` will run in, and have it load the
-        profiler now (``verifiers.judge.profiler_warm``); it holds trusted code only until
-        ``greet`` hands it the candidate, after the baseline was timed alone."""
-        if not self.early.enabled:
+    def _profiling(self) -> bool:
+        """Whether this run profiles (its profiler processes exist)."""
+        return bool(self.options.profile and self.no_timing is None)
+
+    def _start_baseline_profiler(self, builder: dict[str, Any]) -> None:
+        """Fork the baseline's profiler process beside A; it loads (trusted, from the zygote's
+        bytecode) and then loads the profiler on a thread of its own."""
+        self.base_profiler = None
+        if not self._profiling():
+            return
+        arm = self.spawn(f"baseline {self.base_arm.name} (profiler)", "baseline", True, self.zygote.prefix)
+        self.watch.add(arm)  # on the judge's thread: the watch is not shared with the loader
+        self.base_profiler = ProfilerArm(arm, str(self.device.torch_device), self.options.load_timeout_s,
+                                         lambda: self._hello(arm, "baseline", builder, True))
+
+    def _fork_candidate_profiler(self, label: str) -> None:
+        """Fork the process the candidate of ``label`` will be profiled in: trusted code only
+        until its profiling (``verifiers.judge.profiler_arms``); it opens its device context and
+        loads the profiler now."""
+        if not self._profiling() or self.cand_profiler is not None:
             return
         try:
-            self.next_candidate = self.spawn(f"candidate {self.spec.label}", "candidate", False, None)
+            arm = self.spawn(f"candidate {self.spec.label} (profiler)", "candidate", False, None)
         except Blame as exc:
-            self.progress.note(f"{label}: the candidate's process could not be forked early ({exc.reason}); "
-                               "it starts later")
-            self.next_candidate = None
+            self.progress.note(f"{label}: the candidate's profiler process could not be forked early ({exc.reason}); "
+                               "it starts when profiling")
             return
-        self.watch.expect(self.next_candidate)
-        self.early.warm(self.next_candidate)
+        self.watch.expect(arm)
+        self.cand_profiler = ProfilerArm(arm, str(self.device.torch_device), self.options.load_timeout_s)
+
+    def _profilers_before_timing(self, label: str) -> float:
+        """Nothing is timed while a profiler process opens its device context (nor, with
+        ``profiler_loads_during_timing`` off, while one loads the profiler). A candidate
+        profiler process that failed to open is dropped (one starts when profiling); seconds waited."""
+        t0 = time.perf_counter()
+        timeout = self.options.load_timeout_s
+        if self.cand_profiler is not None:
+            try:
+                self.cand_profiler.wait_opened(timeout)
+            except Blame as exc:
+                self.progress.note(f"{label}: the candidate's profiler process did not open ({exc.reason[:200]}); "
+                                   "one starts when profiling")
+                self._drop(self.cand_profiler.arm)
+                self.cand_profiler = None
+        if not self.options.profiler_loads_during_timing:
+            for prof in (self.base_profiler, self.cand_profiler):
+                if prof is not None:
+                    try:
+                        prof.wait_warmed(timeout, self.progress.note)
+                    except Blame:
+                        pass  # a baseline profiler that failed to load says so when profiling
+        return time.perf_counter() - t0
+
+    def _drop(self, arm: Any) -> None:
+        self.watch.close(arm)
+        if arm in self.arms:
+            self.arms.remove(arm)
 
     def _start_marks(self):  # noqa: ANN202 - a closure
         """Where the judge's start goes (seconds per step, into the first shape's phase_seconds):
@@ -362,20 +405,20 @@ class Judge:
         if not self._prepare_arms():
             return
         mark("start_prepare")
-        self.early = EarlyProfiler(bool(opts.profile and opts.profiler_warm_early and self.timed),
-                                   str(self.device.torch_device), opts.load_timeout_s, self.progress.note)
-        self.next_candidate = None
+        self.cand_profiler: ProfilerArm | None = None
+        self.base_profiler: ProfilerArm | None = None
+        self.base_failure = ""
         self.a2 = None
         second = None
         try:
             self.zygote.wait_ready(opts.load_timeout_s)
             mark("start_zygote")
-            self._early_candidate(self.labels[0])
+            self._fork_candidate_profiler(self.labels[0])
             self.a = self.spawn(f"baseline {name} (A)", "baseline", True, self.zygote.prefix)
             second = self._start_second_baseline(base_builder) if self.timed else None
+            self._start_baseline_profiler(base_builder)
             own_sources = self._hash_own_sources()
-            self.greet(self.a, "baseline", base_builder, opts.profile)
-            self.early.warm(self.a)
+            self.greet(self.a, "baseline", base_builder, False)
             mark("start_baseline")
         except (Blame, Exception) as exc:
             reason = exc.reason if isinstance(exc, Blame) else f"{type(exc).__name__}: {exc}"
@@ -388,12 +431,14 @@ class Judge:
         # later arms start from A's prefix: candidates from links to it (they can only hurt themselves)
         self.template = self.prefix_copy(self.a.prefix)
         self.zygote.seal()
-        if not self.early.enabled:  # else A loads its profiler meanwhile: suspended once that is done
-            self.a.handle.suspend()
+        self.a.handle.suspend()
         mark("start_manifest")
         if second is not None:  # no candidate code runs while a trusted process loads
             self._join_second_baseline(second)
         mark("start_second_baseline")
+        if self.base_profiler is not None:
+            self._join_baseline_profiler()
+            mark("start_baseline_profiler")
         # from here on bytecode is compiled in memory: nothing a candidate writes can be read
         sys.pycache_prefix = tempfile.mkdtemp(prefix="verifier-empty-pycache-", dir=self.tmp)
         sys.dont_write_bytecode = True
@@ -409,17 +454,10 @@ class Judge:
             self.skip_rest(list(self.reports), "the candidate could not be loaded")
             self._integrity_all()
             return
-        self.early.wait()  # nothing is timed while a profiler loads
-        self.a.handle.suspend()
-        mark("start_profiler_wait")
         hidden_labels = [lbl for lbl, _ in self.hidden]
         self.started_s = time.perf_counter() - self.t_start
-        self.pending_profiles: dict[str, tuple[Any, Any, float]] = {}  # label -> (session, candidate records, t)
-        self.profile_gen = None
         for i, label in enumerate(self.labels):
             self._shape(label, hidden_labels if i == 0 else [])
-        if self.pending_profiles:  # the last shape's candidate never reached profiling
-            self._baseline_profiles(self.profile_gen)
         for label in hidden_labels:
             for name in HIDDEN_ONLY_STAGES:
                 self.stage(label, name, "SKIPPED", "hidden shape: parity only")
@@ -439,6 +477,17 @@ class Judge:
             return None
         self.watch.add(self.a2)  # on the judge's thread: the watch is not shared with the loader
         return _in_background("judge-second-baseline", self._hello, self.a2, "baseline", builder, False)
+
+    def _join_baseline_profiler(self) -> None:
+        """The baseline's profiler process has loaded (its profiler may still be loading); one
+        that failed leaves the run without profiles, which each shape's signature says."""
+        try:
+            self.base_profiler.wait_opened(self.options.load_timeout_s)
+        except Blame as exc:
+            self.progress.note(f"the baseline's profiler process could not be loaded: {exc.reason[:300]}")
+            self.base_failure = exc.reason
+            self._drop(self.base_profiler.arm)
+            self.base_profiler = None
 
     def _join_second_baseline(self, future: "Future") -> None:
         try:
@@ -531,14 +580,13 @@ class Judge:
         if label == self.labels[0]:
             phases["start"] = round(getattr(self, "started_s", 0.0), 3)
             phases.update(getattr(self, "start_phases", {}))
-        if self.next_candidate is None:
-            self._early_candidate(label)  # its profiler loads beside the baseline references
+        self._fork_candidate_profiler(label)  # it opens its device context beside the baseline references
         self.progress.step(f"{label}: baseline references for {len(plans)} parity cases (no candidate code loaded)")
         refs = {p.key: baseline_ref(sessions[p.label], self.a, p, self.rules) for p in plans}
         phases["baseline_refs"] = round(time.perf_counter() - t, 3)
-        waited = self.early.wait()  # nothing is timed while a profiler loads
+        waited = self._profilers_before_timing(label)
         if waited > 0.05:
-            phases["profiler_wait"] = round(waited, 3)
+            phases["profiler_open_wait"] = round(waited, 3)
         t_solo = time.perf_counter()
         solo = None
         timing_stage = None
@@ -558,11 +606,7 @@ class Judge:
         self.progress.step(f"{label}: starting the candidate")
         t_cand = time.perf_counter()
         try:
-            early, self.next_candidate = self.next_candidate, None
-            if early is not None:  # forked and warmed before the baseline was timed; its code arrives now
-                cand = self.greet(early, "candidate", self._builder(), opts.profile)
-            else:
-                cand = self.start_arm(f"candidate {self.spec.label}", "candidate", False, self._builder(), opts.profile)
+            cand = self.start_arm(f"candidate {self.spec.label}", "candidate", False, self._builder(), False)
             phases["candidate_start"] = round(time.perf_counter() - t_cand, 3)
         except Blame as exc:
             for lbl in [label] + hidden_labels:
@@ -628,8 +672,7 @@ class Judge:
                 self.stage(label, "timing", "ERROR", "the baseline's solo phase did not complete")
         else:
             self._timing(label, timing_stage, solo, cand)
-        # profiling comes last: no arm is timed after it ran the profiler (on the H200 the
-        # baseline's calls ran 3-38 % slower, and noisier, once CUPTI had been loaded in its process)
+        # profiling runs in processes that are never timed (verifiers.judge.profiler_arms)
         if not opts.profile:
             self.skip_rest([label], "profiling disabled (VerifyOptions.profile=False)", ("signature", "segment"))
         elif not parity_ok and not opts.time_failed_parity:
@@ -637,74 +680,43 @@ class Judge:
         elif self.reports[label].integrity_changes:
             self.skip_rest([label], "an arm started a process", ("signature", "segment"))
         else:
-            self.profile_gen = gen
-            self._profile(label, sessions[label], cand, gen)
+            self._profile(label, sessions[label], gen)
 
-    def _profile(self, label: str, session: Any, cand: Any, gen: Any) -> None:
-        """The candidate is profiled now (its process ends with its shape). The baseline is
-        profiled once, after the last shape's A/B rounds, at every shape that needs it, side by
-        side with the last shape's candidate: A is timed at every shape, and no process is timed
-        after it ran the profiler."""
+    def _profile(self, label: str, session: Any, gen: Any) -> None:
+        """Both arms profiled at ``label`` in their profiler processes: the baseline's (it serves
+        every shape) and this shape's candidate's, which gets the candidate's code now and ends
+        here. The profiler starts and stops in both at once; each one's calls run with the other
+        suspended."""
         t = time.perf_counter()
-        self.progress.step(f"{label}: profiling {'both arms' if label == self.labels[-1] else 'the candidate'} "
-                           "(outside the timed loop)")
+        self.progress.step(f"{label}: profiling both arms (processes of their own, never timed)")
         opts = self.options
-        if label != self.labels[-1]:
-            try:
-                (cand_records,), phases = profile_arms([(cand, session)], opts.profile_calls, self.rules.rtol,
-                                                       self.rules.atol, gen)
-            except Blame as exc:
-                self._profile_failed(label, exc, t)
-                return
-            self.reports[label].phase_seconds.update(phases)
-            self.pending_profiles[label] = (session, cand_records, t)
-            return
-        pending, self.pending_profiles = self.pending_profiles, {}
-        for earlier, _, _ in pending.values():
-            earlier.deadline = time.monotonic() + opts.time_limit_s  # its own shape's limit ran out meanwhile
-        jobs = [(self.a, earlier) for earlier, _, _ in pending.values()] + [(self.a, session), (cand, session)]
-        try:  # the profiler starts and stops in both arms at once; each arm's calls run with the other suspended
-            records, phases = self._profile_jobs(jobs, gen)
+        cand_prof, self.cand_profiler = self.cand_profiler, None
+        cand = None
+        try:
+            if self.base_profiler is None:
+                raise Blame(f"the baseline's profiler process could not be loaded: {self.base_failure}", None,
+                            candidate=False)
+            waited = self.base_profiler.wait_warmed(opts.load_timeout_s, self.progress.note)
+            if cand_prof is not None:
+                waited += cand_prof.wait_warmed(opts.load_timeout_s, self.progress.note)
+                cand = self.greet(cand_prof.arm, "candidate", self._builder(), True)
+            else:
+                cand = self.start_arm(f"candidate {self.spec.label} (profiler)", "candidate", False, self._builder(),
+                                      True)
+            t_loaded = time.perf_counter()
+            records, phases = profile_arms([(self.base_profiler.arm, session), (cand, session)], opts.profile_calls,
+                                           self.rules.rtol, self.rules.atol, gen)
         except Blame as exc:
             self._profile_failed(label, exc, t)
-            if exc.arm is cand:  # the candidate's fault is its shape's; the baseline's other shapes still count
-                self.pending_profiles = pending
-                self._baseline_profiles(gen)
-            else:
-                for lbl, (_, _, t_lbl) in pending.items():
-                    self._profile_failed(lbl, exc, t_lbl)
             return
-        self.reports[label].phase_seconds.update(phases)
-        self._judge_pending(pending, records)
-        self._judge_profile(label, records[-2], records[-1], t)
-
-    def _profile_jobs(self, jobs: list, gen: Any) -> tuple[list, dict[str, float]]:
-        try:
-            return profile_arms(jobs, self.options.profile_calls, self.rules.rtol, self.rules.atol, gen)
         finally:
-            if self.a.handle.alive:
-                self.a.handle.suspend()
-
-    def _judge_pending(self, pending: dict[str, tuple[Any, Any, float]], base_records: list) -> None:
-        """Judge each earlier shape's traces: its candidate's, and the baseline's at that shape."""
-        for (lbl, (_, cand_records, t_lbl)), base in zip(pending.items(), base_records):
-            self._judge_profile(lbl, base, cand_records, t_lbl)
-
-    def _baseline_profiles(self, gen: Any) -> None:
-        """The baseline's profile for the shapes still waiting for it (the last shape's
-        candidate never reached profiling), once every shape was timed."""
-        pending, self.pending_profiles = self.pending_profiles, {}
-        if not pending:
-            return
-        for earlier, _, _ in pending.values():
-            earlier.deadline = time.monotonic() + self.options.time_limit_s
-        try:
-            records, _ = self._profile_jobs([(self.a, earlier) for earlier, _, _ in pending.values()], gen)
-        except Blame as exc:
-            for lbl, (_, _, t_lbl) in pending.items():
-                self._profile_failed(lbl, exc, t_lbl)
-            return
-        self._judge_pending(pending, records)
+            if cand_prof is not None or cand is not None:
+                self._drop(cand if cand is not None else cand_prof.arm)
+            if self.base_profiler is not None and self.base_profiler.arm.handle.alive:
+                self.base_profiler.arm.handle.suspend()
+        phases.update(profile_wait=round(waited, 3), profile_candidate_load=round(t_loaded - t - waited, 3))
+        self.reports[label].phase_seconds.update(phases)
+        self._judge_profile(label, records[0], records[1], t)
 
     def _profile_failed(self, label: str, exc: Blame, t: float) -> None:
         self.stage(label, "signature", exc.status, exc.reason, time.perf_counter() - t)

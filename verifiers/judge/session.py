@@ -491,7 +491,7 @@ class TreeWatch:
                     self._guard(pid, other.label)
 
     def expect(self, arm: Arm) -> None:
-        """An arm process forked ahead of its code (``verifiers.judge.profiler_warm``): known, so
+        """An arm process forked ahead of its code (``verifiers.judge.profiler_arms``): known, so
         not a stray, and its descendants watched; the candidate has not started until ``add``."""
         self.arms[arm.handle.pid] = arm
 
