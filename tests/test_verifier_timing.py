@@ -101,7 +101,8 @@ def test_a_baseline_that_slows_down_once_the_candidate_exists_fails_the_run():
     assert "slower with the candidate resident than alone" in t.reason and "the baseline was slowed" in t.reason
 
 
-@pytest.mark.parametrize("solo_ms,floor_ms,fails", [(1.0, 0.01, True), (0.012, 0.01, False), (1.0, 0.01, None)])
+@pytest.mark.parametrize("solo_ms,floor_ms,fails", [(1.0, 0.01, True), (0.012, 0.01, False), (1.0, 0.01, None),
+                                                   (0.098, 0.048, False), (0.15, 0.07, False)])
 def test_a_hard_drift_fails_an_undecided_run_unless_its_calls_sit_at_the_timer_floor(solo_ms, floor_ms, fails):
     """No verdict (here: the A/A's clocks disagreed) leaves no verdict to buy, but a baseline
     four times slower with the candidate resident is named anyway; at the timer floor the
