@@ -86,6 +86,7 @@ EXPECT = {"gpu": {"aa": 12.0, "ablation": 14.0, "mps": 14.0, "attack": 20.0, "tw
                   "mirror_big": 9.0, "power_small": 9.0, "mirror_small": 9.0},
           "cpu": {}}  # CPU smoke: a group's first job starts while any budget is left (CI's 10 s parts check the path)
 REVERIFY_CAP_S = 330.0  # the reverify's goal is 300 s: past this it is stopped, so the part's other jobs still run
+POWER_PROBLEM = "bench/problems/power_extra.py"
 POWER_OPTIONS = {"profile": False, "seeds": [0, 1]}  # timing is what these measure; parity still runs (2 seeds + secret)
 
 
@@ -235,7 +236,7 @@ def floor_rows(cfg: dict[str, Any], device: str, smoke: bool, modes: tuple[str, 
 def power_pairs(run: Runner, cfg: dict[str, Any], first: int, last: int, small: range) -> None:
     """3 % pairs ``first`` .. ``last - 1`` then the 1 % pairs ``small``, each the power candidate
     then its mirror (interleaved, so a drift of the box hits both alike)."""
-    power, shape = "bench/problems/power_extra.py", cfg["shape"]
+    power, shape = POWER_PROBLEM, cfg["shape"]
     for i in range(first, last):
         run.verify("power_big", f"extra_big #{i}", power, "arm:extra_big", "base", [shape], **POWER_OPTIONS)
         run.verify("mirror_big", f"mirror extra_big #{i}", power, "arm:base", "extra_big", [shape], **POWER_OPTIONS)
@@ -270,8 +271,16 @@ def extras(run: Runner, cfg: dict[str, Any], device: str, smoke: bool, out: dict
 
 
 def part3(run: Runner, cfg: dict[str, Any], device: str, smoke: bool, out: dict[str, Any]) -> None:
-    """A third call where the session's device time allows: more 1 % pairs (``--small-pairs``),
-    then the extras part 1 had no time for."""
+    """A third call where the session's device time allows: one card's reverify
+    (``--reverify-card``), the 3 % mirror runs alone (``--mirror-pairs``: a re-run after a
+    change to the power arms), more 1 % pairs (``--small-pairs``), then the extras part 1 had
+    no time for."""
+    if cfg.get("reverify_card") and run.left("reverify", f"skill-server reverify ({cfg['reverify_card']})", 60.0):
+        out["reverify"] = reverify_all(run, cfg["reverify_card"])
+    first, last = cfg.get("mirror_pairs") or (0, 0)
+    for i in range(first, last):
+        run.verify("mirror_big", f"mirror extra_big #{i}", POWER_PROBLEM, "arm:base", "extra_big", [cfg["shape"]],
+                   **POWER_OPTIONS)
     first, last = cfg.get("small_pairs") or (cfg["small_repeats"], cfg["small_repeats"])
     power_pairs(run, cfg, 0, 0, range(first, last))
     extras(run, cfg, device, smoke, out)
@@ -302,14 +311,15 @@ def _pairs(cfg: dict[str, Any], part: int) -> tuple[int, int]:
     return (0, half) if part == 1 else (half, cfg["power_repeats"])
 
 
-def reverify_all(run: Runner) -> dict[str, Any]:
+def reverify_all(run: Runner, card: str | None = None) -> dict[str, Any]:
     """``skill-server reverify --no-gates --json`` of all three cards into a scratch ledger, in a
     process of its own (this driver never opens the device), stopped at the part's budget. The
     cards' bindings name the GPU arms (cuda: reference against baseline on the card's verifier
     shapes); ``--no-gates`` leaves out the gfx950 compile gates and the gfx950-emulated parity
     run, which say nothing about this box. Goal: <= 5 minutes for the three."""
     ledger = Path(tempfile.mkdtemp(prefix="precision-reverify-")) / "ledger.sqlite"
-    cmd = [sys.executable, "-m", "skill_server.cli.entry", "--ledger", str(ledger), "reverify", "--no-gates", "--json"]
+    cmd = [sys.executable, "-m", "skill_server.cli.entry", "--ledger", str(ledger), "reverify", "--no-gates", "--json"] \
+        + (["--card", card] if card else [])
     limit = max(min(run.remaining() - 5.0, REVERIFY_CAP_S), 30.0)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(HERE))
@@ -581,6 +591,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--part", type=int, choices=(1, 2, 3), action="append",
                     help="1, 2 (default: both); 3: more 1 %% pairs (--small-pairs), then the ablation")
     ap.add_argument("--small-pairs", default=None, metavar="FIRST:LAST", help="part 3: the 1 %% pairs it makes")
+    ap.add_argument("--mirror-pairs", default=None, metavar="FIRST:LAST", help="part 3: 3 %% mirror runs alone")
+    ap.add_argument("--reverify-card", default=None, metavar="CARD", help="part 3: reverify this card first")
     ap.add_argument("--smoke", action="store_true", help="CPU, tiny shapes, few runs")
     ap.add_argument("--out", default=None, help="folder under bench/results (default h200_precision, smoke: precision_smoke)")
     ap.add_argument("--repeats", type=int, default=None, help="A/A runs (default 20)")
@@ -602,7 +614,9 @@ def main(argv: list[str] | None = None) -> int:
     cfg["cli"] = not args.no_cli
     if args.power_repeats is not None:
         cfg["power_repeats"] = args.power_repeats
-    for flag, key, value in (("--pairs", "pairs", args.pairs), ("--small-pairs", "small_pairs", args.small_pairs)):
+    cfg["reverify_card"] = args.reverify_card
+    for flag, key, value in (("--pairs", "pairs", args.pairs), ("--small-pairs", "small_pairs", args.small_pairs),
+                             ("--mirror-pairs", "mirror_pairs", args.mirror_pairs)):
         if value is not None:
             cfg[key] = _pair_range(ap, flag, value)
     device = "cpu" if args.smoke else "cuda"

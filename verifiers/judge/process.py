@@ -616,8 +616,10 @@ class Judge:
         for lbl in [label] + hidden_labels:
             self.stage(lbl, "load", "PASS", f"problem {self.problem.name}, baseline arm {self.base_arm.name}, "
                                             f"candidate {self.spec.label} (own process)")
+        profile = False
         try:
-            self._candidate_phase(label, hidden_labels, sessions, plans, refs, cand, solo, timing_stage, gen, t)
+            profile = self._candidate_phase(label, hidden_labels, sessions, plans, refs, cand, solo, timing_stage,
+                                            gen, t)
         finally:
             for blame in self.watch.check():
                 self.reports[label].integrity_changes.append(blame.reason)
@@ -631,8 +633,19 @@ class Judge:
                 gc.collect()  # buffers caught in reference cycles hold device memory until collected
                 torch.cuda.ipc_collect()
                 torch.cuda.empty_cache()
+        # profiled once C has ended and the timed sets are freed: the profiler processes build
+        # their own arms, and memory cached by the timed processes serves no other process (the
+        # MoE card's DeepSeek shape ran out of device memory on the H200 profiling beside them)
+        if profile and self.reports[label].integrity_changes:
+            self.skip_rest([label], "an arm started a process", ("signature", "segment"))
+        elif profile:
+            self._profile(label, sessions[label], gen)
+            for blame in self.watch.check():
+                self.reports[label].integrity_changes.append(blame.reason)
 
-    def _candidate_phase(self, label, hidden_labels, sessions, plans, refs, cand, solo, timing_stage, gen, t) -> None:
+    def _candidate_phase(self, label, hidden_labels, sessions, plans, refs, cand, solo, timing_stage, gen,
+                         t) -> bool:
+        """Parity, then timing; True: the shape is to be profiled (once C has ended)."""
         opts = self.options
         cases: dict[str, list] = {lbl: [] for lbl in [label] + hidden_labels}
         t_parity = time.perf_counter()
@@ -658,11 +671,11 @@ class Judge:
         parity_ok = self.reports[label].stages["parity"].status == "PASS"
         if self.reports[label].integrity_changes:
             self.skip_rest([label], "an arm started a process", ("signature", "segment", "timing"))
-            return
+            return False
         if self.no_timing is not None:  # e.g. the emulator: parity is all this platform can show
             self.skip_rest([label], self.no_timing, ("signature", "segment", "timing"))
             self.flag(label, "parity_only", "info", f"{self.device.platform}: parity only; {self.no_timing}")
-            return
+            return False
         if not opts.timing:
             self.stage(label, "timing", "SKIPPED", "timing disabled (VerifyOptions.timing=False)")
         elif not parity_ok and not opts.time_failed_parity:
@@ -680,7 +693,8 @@ class Judge:
         elif self.reports[label].integrity_changes:
             self.skip_rest([label], "an arm started a process", ("signature", "segment"))
         else:
-            self._profile(label, sessions[label], gen)
+            return True
+        return False
 
     def _profile(self, label: str, session: Any, gen: Any) -> None:
         """Both arms profiled at ``label`` in their profiler processes: the baseline's (it serves
