@@ -55,7 +55,7 @@ def test_the_box_load_names_processes_outside_the_verifier(busy_box):
 def _stage(loaded: bool, neighbours: list[str] | None = None) -> tuple[TimingStage, TimingResult]:
     stage = TimingStage.__new__(TimingStage)  # the rule reads these fields only
     stage.cfg, stage.gated, stage.pad, stage.soft = TimingConfig(), False, None, []
-    stage.box = None
+    stage.box = stage.box_ab = None
     result = TimingResult(status="PASS", verdict="FASTER", neighbours=neighbours or [])
     result.box_load = BoxLoadReading(seconds=5.0, cores=2, foreign_cores=1.8 if loaded else 0.0, loaded=loaded,
                                     busiest=["pid 7 (python): 0.90 cores"])
@@ -169,3 +169,29 @@ def test_a_doubled_baseline_fails_hard_only_when_its_calls_are_above_the_timer_f
     result.verdict, result.primary_verdict = "NO_DIFFERENCE", "NO_DIFFERENCE"
     stage._drift(result)
     assert any("more than 100%" in f for f in result.failures) == hard, result.failures
+
+
+@pytest.mark.alone
+def test_load_that_arrives_only_in_the_ab_rounds_is_read_over_the_ab_rounds():
+    """The drift rule compares the baseline's A/B figure with its solo one: load that starts only
+    with the A/B rounds explains a drift, and is read over the A/B window alone (averaged from the
+    solo phase on, one busy core over ~40 % of the window read ~0.4 cores: below LOADED_CORES)."""
+    procs: list[subprocess.Popen] = []
+
+    def progress(_done, _total, message: str) -> None:
+        if "A/B rounds" in message and not procs:
+            procs.append(subprocess.Popen([sys.executable, "-c", BUSY], start_new_session=True))
+
+    try:
+        report = verify(PROBLEM_FILE, "arm:torch_mm", baseline="torch_mm", shapes=["192x192x192"],
+                        options=fast_options(forbid_baseline_kernels=False, seeds=[0], rounds=15), progress=progress)
+    finally:
+        for p in procs:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    t = report.shape_reports[0].timing
+    assert procs and t is not None and t.box_load is not None, report.summary()
+    phases = report.shape_reports[0].phase_seconds
+    assert t.box_load.seconds < phases["solo"] + phases["timing"] - 0.5, (t.box_load, phases)
+    assert t.box_load.foreign_cores >= 0.5 and t.box_load.loaded, t.box_load
+    assert report.verdict != "FAIL", report.summary()
