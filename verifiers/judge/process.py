@@ -236,8 +236,9 @@ class Judge:
                 self.stage(label, current, "ERROR", tb)
             self.skip_rest(list(self.reports), "harness error in an earlier stage")
         finally:
-            if getattr(self, "early", None) is not None:
-                self.early.close()
+            for prof in (getattr(self, "base_profiler", None), getattr(self, "cand_profiler", None)):
+                if prof is not None and not prof.warmed.done():
+                    prof.arm.handle.kill()  # its loader thread holds the socket: no exit handshake
             for arm in list(self.arms):
                 arm.handle.close()
             self.zygote.close()
