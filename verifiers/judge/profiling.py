@@ -46,38 +46,35 @@ def profile(session: "Session", arm: "Arm", calls: int, rtol: float, atol: float
 
 def profile_arms(jobs: list[tuple["Arm", "Session"]], calls: int, rtol: float, atol: float,
                  generator: "torch.Generator") -> tuple[list[list[KernelRecord]], dict[str, float]]:
-    """Profile each job (an arm at a shape's session): ``calls`` checked, profiled calls each;
-    the kernel records per job, and where the time went (seconds per phase).
-
-    One profiler session per arm process covers all of that arm's jobs (the baseline is
-    profiled once, at every shape, after the last shape's timing). The profiler's own start
+    """Profile each job (an arm process at a shape's session, one job per arm): ``calls``
+    checked, profiled calls each; the kernel records per job, and where the time went (seconds
+    per phase). The arms are the judge's profiler processes (``verifiers.judge.profiler_arms``),
+    never timed. The profiler's own start
     (loading CUPTI and enabling its activity records, seconds on a GPU) and stop (flushing and
     exporting the trace) are host work inside each arm's process, and nothing is measured while
     they run: the arms do them side by side, so a verdict pays them once rather than once per
     arm. The profiled calls themselves run one arm at a time with every other arm suspended;
     every one of them is checked like a timed call."""
-    arms = list({id(arm): arm for arm, _ in jobs}.values())
+    arms = [arm for arm, _ in jobs]
+    if len({id(arm) for arm in arms}) != len(arms):
+        raise ValueError("profile_arms: one job per arm process")
     last = jobs[-1][1]
     t0 = time.perf_counter()
     bounds: list[Any] = []
-    offsets: list[int] = []  # the first call number of each job in its arm's profiler session
-    seen: dict[int, int] = {}
     try:
         for arm, session in jobs:  # each job's buffers, built and warmed with no profiler running anywhere
             _suspend_others(arms, arm)
             bound = session.bind(arm, session.values_for(session.fresh_seed()))
             bounds.append(bound)
-            offsets.append(seen.get(id(arm), 0))
-            seen[id(arm)] = offsets[-1] + calls
             for _ in range(WARM_CALLS):
                 _checked_call(session, bound, {"op": "call", "id": bound.id}, "warm-up", generator, rtol, atol)
         t1 = time.perf_counter()
         _all(last, arms, {"op": "profile_start"}, last.timeout(300.0))
         t2 = time.perf_counter()
-        for (arm, session), bound, first in zip(jobs, bounds, offsets):
+        for (arm, session), bound in zip(jobs, bounds):
             _suspend_others(arms, arm)
             for i in range(calls):
-                _checked_call(session, bound, {"op": "pcall", "id": bound.id, "i": first + i}, "profiled", generator,
+                _checked_call(session, bound, {"op": "pcall", "id": bound.id, "i": i}, "profiled", generator,
                               rtol, atol)
         t3 = time.perf_counter()
         replies = _all(last, arms, {"op": "profile_stop"}, last.timeout(300.0))
@@ -85,32 +82,21 @@ def profile_arms(jobs: list[tuple["Arm", "Session"]], calls: int, rtol: float, a
     finally:
         for (_, session), bound in zip(jobs, bounds):
             session.release(bound)
-    records: dict[int, list[KernelRecord]] = {}
+    out: list[list[KernelRecord]] = []
     for arm, reply in zip(arms, replies):
         raw = reply.get("records")
         if not isinstance(raw, list) or len(raw) > MAX_RECORDS:
             raise Blame(f"{arm.label}: the profile reply holds no usable record list", arm)
         try:
-            records[id(arm)] = [KernelRecord.model_validate(r).normalised() for r in raw]
+            records = [KernelRecord.model_validate(r).normalised() for r in raw]
         except ValidationError as exc:
             raise Blame(f"{arm.label}: malformed kernel records: {exc.errors()[0].get('msg', exc)}", arm) from None
-    out = [_job_records(records[id(arm)], first, calls) for (arm, _), first in zip(jobs, offsets)]
+        # the kernels of its calls, and every kernel that belongs to no call (launched outside
+        # every range: it fails the signature)
+        out.append([r for r in records if r.iteration is None or 0 <= r.iteration < calls])
     phases = {"profile_build": t1 - t0, "profile_start": t2 - t1, "profile_calls": t3 - t2, "profile_stop": t4 - t3,
               "profile_records": time.perf_counter() - t4}
     return out, {k: round(v, 3) for k, v in phases.items()}
-
-
-def _job_records(records: list[KernelRecord], first: int, calls: int) -> list[KernelRecord]:
-    """One job's share of its arm's trace: the kernels of its calls (renumbered from 0), and
-    every kernel that belongs to no call (launched outside every range: it fails each job's
-    signature, whichever shape it came from)."""
-    out = []
-    for r in records:
-        if r.iteration is None:
-            out.append(r)
-        elif first <= r.iteration < first + calls:
-            out.append(r.model_copy(update={"iteration": r.iteration - first}) if first else r)
-    return out
 
 
 def _suspend_others(arms: list["Arm"], active: "Arm") -> None:
